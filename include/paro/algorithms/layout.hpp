@@ -1,0 +1,56 @@
+#pragma once
+// How a buffer is cut into per-rank blocks and blocks into pipeline chunks. Both sides of every message
+// compute the same cuts from the same layout, which is what keeps sizes matched without any handshake.
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+
+namespace paro::algorithms {
+
+// n blocks of elements: either all `per_block` long, or `total` split as evenly as possible
+// (the first total % n blocks one element longer).
+class BlockLayout {
+ public:
+  static BlockLayout uniform(int n, std::size_t per_block) { return BlockLayout(n, per_block * static_cast<std::size_t>(n), true); }
+  static BlockLayout balanced(int n, std::size_t total) { return BlockLayout(n, total, false); }
+
+  int blocks() const { return n_; }
+  std::size_t total() const { return total_; }
+  std::size_t offset(int b) const {
+    const auto ub = static_cast<std::size_t>(b);
+    return ub * base_ + std::min(ub, extra_);
+  }
+  std::size_t count(int b) const { return base_ + (static_cast<std::size_t>(b) < extra_ ? 1 : 0); }
+  std::size_t max_count() const { return base_ + (extra_ ? 1 : 0); }
+  // Elements from the start of block `first` to the start of block `last` (last may be n).
+  std::size_t span(int first, int last) const { return offset(last) - offset(first); }
+
+ private:
+  BlockLayout(int n, std::size_t total, bool) : n_(n), total_(total), base_(total / static_cast<std::size_t>(n)),
+                                                 extra_(total % static_cast<std::size_t>(n)) {}
+  int n_;
+  std::size_t total_;
+  std::size_t base_;
+  std::size_t extra_;
+};
+
+// Pipelining: every block is cut into the same number of chunks, so a step's chunk c always pairs with
+// the neighbour's chunk c.
+struct ChunkPlan {
+  std::size_t chunks;
+
+  static ChunkPlan for_layout(const BlockLayout& layout, std::size_t element_size, std::size_t chunk_bytes) {
+    const std::size_t chunk_elements = std::max<std::size_t>(1, chunk_bytes / element_size);
+    return {std::max<std::size_t>(1, (layout.max_count() + chunk_elements - 1) / chunk_elements)};
+  }
+
+  // Chunk c of a block of `count` elements: {offset within the block, length}.
+  std::pair<std::size_t, std::size_t> piece(std::size_t count, std::size_t c) const {
+    const BlockLayout split = BlockLayout::balanced(static_cast<int>(chunks), count);
+    return {split.offset(static_cast<int>(c)), split.count(static_cast<int>(c))};
+  }
+  std::size_t max_piece(std::size_t max_count) const { return (max_count + chunks - 1) / chunks; }
+};
+
+}  // namespace paro::algorithms

@@ -1,0 +1,151 @@
+#pragma once
+// Ring all-gather, reduce-scatter and all-reduce (= reduce-scatter + all-gather), in rank order.
+//
+// Large blocks are cut into chunks that flow around the ring as a pipeline: chunk c of step s+1 is sent
+// as soon as chunk c of step s has arrived (and, for reductions, been reduced), while later chunks are
+// still on the wire. At most `window` receives are outstanding per rank.
+//
+// Cost (n ranks, N bytes in the full buffer, per-message latency a, per-byte time b):
+//   all-gather, reduce-scatter: (n-1) a + (n-1)/n N b;   all-reduce: 2(n-1) a + 2(n-1)/n N b.
+
+#include <cstddef>
+#include <vector>
+
+#include "paro/algorithms/layout.hpp"
+#include "paro/core/env.hpp"
+#include "paro/core/log.hpp"
+
+namespace paro::algorithms {
+
+struct RingParams {
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+  std::size_t window = 4;
+
+  // PARO_RING_CHUNK (bytes, e.g. 512K) and PARO_RING_WINDOW (outstanding chunks) override the defaults.
+  static RingParams from_env() {
+    RingParams p;
+    p.chunk_bytes = env::bytes_or("PARO_RING_CHUNK", p.chunk_bytes);
+    paro::detail::require(p.chunk_bytes > 0, "PARO_RING_CHUNK must be positive");
+    p.window = static_cast<std::size_t>(env::integer_or("PARO_RING_WINDOW", static_cast<long>(p.window), 1, 1024));
+    return p;
+  }
+};
+
+namespace ring_detail {
+constexpr int tag = 0x52;
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+}  // namespace ring_detail
+
+// Reduces `in` (layout.total() elements, block b destined to rank b) over all ranks and writes this rank's
+// block to `out` (layout.count(rank) elements), divided by n for avg. `out` may be the rank's own block of `in`.
+template <class T>
+void ring_reduce_scatter(T& t, const void* in, void* out, const BlockLayout& layout, DataType dt, ReduceOp op,
+                         const RingParams& params) {
+  const int n = t.size(), r = t.rank();
+  const std::size_t esize = size_of(dt);
+  const char* input = static_cast<const char*>(in);
+  char* output = static_cast<char*>(out);
+  if (n == 1) {
+    t.copy(output, input, layout.count(0) * esize);
+    return;
+  }
+  const int right = ring_detail::mod(r + 1, n), left = ring_detail::mod(r - 1, n);
+  const ChunkPlan plan = ChunkPlan::for_layout(layout, esize, params.chunk_bytes);
+  const std::size_t items = static_cast<std::size_t>(n - 1) * plan.chunks;
+  const std::size_t window = std::min(params.window, items);
+  // A received chunk is reduced in its slot and sent on from there. The right neighbour takes it only
+  // once it has worked through `chunks` more items, so a slot may be refilled no sooner: waiting earlier
+  // for the send would deadlock whenever chunks >= window.
+  const std::size_t slot_count = std::min(items, window + plan.chunks);
+  const std::size_t slot_bytes = plan.max_piece(layout.max_count()) * esize;
+  auto slots = t.allocate(slot_count * slot_bytes);
+  auto slot = [&](std::size_t item) { return slots.data() + (item % slot_count) * slot_bytes; };
+  // At step s a rank sends block r-s-1 and receives block r-s-2, adding its own contribution.
+  auto recv_block = [&](std::size_t item) { return ring_detail::mod(r - static_cast<int>(item / plan.chunks) - 2, n); };
+  auto chunk_of = [&](int block, std::size_t item) { return plan.piece(layout.count(block), item % plan.chunks); };
+
+  std::vector<typename T::Request> first_sends;
+  const int first_block = ring_detail::mod(r - 1, n);
+  for (std::size_t c = 0; c < plan.chunks; ++c) {
+    auto [off, len] = plan.piece(layout.count(first_block), c);
+    first_sends.push_back(t.isend(input + (layout.offset(first_block) + off) * esize, len * esize, right, ring_detail::tag));
+  }
+  std::vector<typename T::Request> recvs(window), sends(slot_count);
+  auto post_recv = [&](std::size_t item) {
+    t.wait(sends[item % slot_count]);  // the slot's previous chunk has been taken by the right neighbour
+    recvs[item % window] = t.irecv(slot(item), chunk_of(recv_block(item), item).second * esize, left, ring_detail::tag);
+  };
+  for (std::size_t item = 0; item < window; ++item) post_recv(item);
+
+  const std::size_t last_step_start = items - plan.chunks;
+  for (std::size_t item = 0; item < items; ++item) {
+    t.wait(recvs[item % window]);
+    const int block = recv_block(item);
+    auto [off, len] = chunk_of(block, item);
+    const char* mine = input + (layout.offset(block) + off) * esize;
+    if (item < last_step_start) {
+      t.reduce(slot(item), slot(item), mine, len, dt, op);
+      sends[item % slot_count] = t.isend(slot(item), len * esize, right, ring_detail::tag);
+    } else {
+      t.reduce(output + off * esize, slot(item), mine, len, dt, op);
+    }
+    if (item + window < items) post_recv(item + window);
+  }
+  t.wait_all(sends);
+  t.wait_all(first_sends);
+  if (op == ReduceOp::avg) t.divide(output, layout.count(r), dt, n);
+}
+
+// Fills every block of `buf` from its owner; this rank's block must already be in place.
+template <class T>
+void ring_all_gather(T& t, void* buf, const BlockLayout& layout, DataType dt, const RingParams& params) {
+  const int n = t.size(), r = t.rank();
+  if (n == 1) return;
+  const std::size_t esize = size_of(dt);
+  char* data = static_cast<char*>(buf);
+  const int right = ring_detail::mod(r + 1, n), left = ring_detail::mod(r - 1, n);
+  const ChunkPlan plan = ChunkPlan::for_layout(layout, esize, params.chunk_bytes);
+  const std::size_t items = static_cast<std::size_t>(n - 1) * plan.chunks;
+  const std::size_t window = std::min(params.window, items);
+  // At step s a rank sends block r-s and receives block r-s-1, which it forwards at step s+1.
+  auto region = [&](int block, std::size_t c) {
+    auto [off, len] = plan.piece(layout.count(block), c);
+    return std::make_pair(data + (layout.offset(block) + off) * esize, len * esize);
+  };
+  auto recv_block = [&](std::size_t item) { return ring_detail::mod(r - static_cast<int>(item / plan.chunks) - 1, n); };
+
+  std::vector<typename T::Request> sends;
+  sends.reserve(items);
+  for (std::size_t c = 0; c < plan.chunks; ++c) {
+    auto [ptr, bytes] = region(r, c);
+    sends.push_back(t.isend(ptr, bytes, right, ring_detail::tag));
+  }
+  std::vector<typename T::Request> recvs(window);
+  auto post_recv = [&](std::size_t item) {
+    auto [ptr, bytes] = region(recv_block(item), item % plan.chunks);
+    recvs[item % window] = t.irecv(ptr, bytes, left, ring_detail::tag);
+  };
+  for (std::size_t item = 0; item < window; ++item) post_recv(item);
+  const std::size_t last_step_start = items - plan.chunks;
+  for (std::size_t item = 0; item < items; ++item) {
+    t.wait(recvs[item % window]);
+    if (item < last_step_start) {
+      auto [ptr, bytes] = region(recv_block(item), item % plan.chunks);
+      sends.push_back(t.isend(ptr, bytes, right, ring_detail::tag));
+    }
+    if (item + window < items) post_recv(item + window);
+  }
+  t.wait_all(sends);
+}
+
+template <class T>
+void ring_all_reduce(T& t, const void* in, void* out, std::size_t count, DataType dt, ReduceOp op,
+                     const RingParams& params) {
+  const BlockLayout layout = BlockLayout::balanced(t.size(), count);
+  const std::size_t esize = size_of(dt);
+  char* mine = static_cast<char*>(out) + layout.offset(t.rank()) * esize;
+  ring_reduce_scatter(t, in, mine, layout, dt, op, params);
+  ring_all_gather(t, out, layout, dt, params);
+}
+
+}  // namespace paro::algorithms

@@ -1,0 +1,80 @@
+#pragma once
+// Environment configuration. Every variable paro reads is listed in docs/user-guide.md; a malformed value
+// is an error that names the variable and the allowed form, never silently ignored.
+
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "paro/core/error.hpp"
+
+namespace paro::env {
+
+inline std::optional<std::string> get(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+// "4096", "64K", "16M", "1G" (powers of 1024, as nccl-tests reads -b/-e).
+inline std::size_t parse_bytes(std::string_view text, std::string_view what) {
+  std::size_t pos = 0;
+  std::uint64_t value = 0;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+    value = value * 10 + static_cast<std::uint64_t>(text[pos] - '0');
+    ++pos;
+  }
+  std::uint64_t scale = 1;
+  if (pos < text.size()) {
+    switch (std::toupper(static_cast<unsigned char>(text[pos]))) {
+      case 'K': scale = 1ull << 10; break;
+      case 'M': scale = 1ull << 20; break;
+      case 'G': scale = 1ull << 30; break;
+      default: pos = text.size() + 1;  // not a suffix: reject below
+    }
+    ++pos;
+  }
+  detail::require(pos > 0 && pos == text.size() && !text.empty() && std::isdigit(static_cast<unsigned char>(text[0])),
+                  what, ": '", text, "' is not a size; use a number with an optional K, M or G suffix (e.g. 64K)");
+  return static_cast<std::size_t>(value * scale);
+}
+
+inline long parse_integer(std::string_view text, std::string_view what, long lo, long hi) {
+  std::string s(text);
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  detail::require(!s.empty() && end == s.c_str() + s.size() && v >= lo && v <= hi, what, ": '", text,
+                  "' is not an integer in [", lo, ", ", hi, "]");
+  return v;
+}
+
+inline double parse_seconds(std::string_view text, std::string_view what) {
+  std::string s(text);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  detail::require(!s.empty() && end == s.c_str() + s.size() && v > 0, what, ": '", text,
+                  "' is not a positive number of seconds");
+  return v;
+}
+
+inline std::size_t bytes_or(const char* name, std::size_t fallback) {
+  auto v = get(name);
+  return v ? parse_bytes(*v, name) : fallback;
+}
+
+inline long integer_or(const char* name, long fallback, long lo, long hi) {
+  auto v = get(name);
+  return v ? parse_integer(*v, name, lo, hi) : fallback;
+}
+
+// PARO_TIMEOUT: seconds a rank waits on one peer before the wait becomes an error (default 300).
+inline double timeout_seconds() {
+  auto v = get("PARO_TIMEOUT");
+  return v ? parse_seconds(*v, "PARO_TIMEOUT") : 300.0;
+}
+
+}  // namespace paro::env

@@ -1,0 +1,101 @@
+#pragma once
+// Portable host storage types for IEEE binary16 (f16) and bfloat16 (bf16). Arithmetic goes through
+// float; conversion from float rounds to nearest, ties to even, and keeps NaN a NaN.
+
+#include <cstdint>
+#include <cstring>
+
+namespace paro {
+
+namespace detail {
+
+inline std::uint32_t float_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+inline float bits_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+inline std::uint16_t float_to_half_bits(float f) {
+  const std::uint32_t u = float_bits(f);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  const std::uint32_t abs = u & 0x7FFFFFFFu;
+  if (abs >= 0x7F800000u) {  // inf or NaN; a NaN keeps a set quiet bit so it cannot become inf
+    return static_cast<std::uint16_t>(sign | 0x7C00u | (abs > 0x7F800000u ? 0x0200u | ((abs >> 13) & 0x3FFu) : 0u));
+  }
+  if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // rounds past 65504
+  if (abs < 0x38800000u) {  // below the smallest normal half: a subnormal or zero
+    if (abs < 0x33000000u) return static_cast<std::uint16_t>(sign);  // below half the smallest subnormal
+    const std::uint32_t exponent = abs >> 23;
+    const std::uint32_t mantissa = (abs & 0x7FFFFFu) | 0x800000u;
+    const std::uint32_t shift = 126u - exponent;  // 14..24 bits dropped
+    const std::uint32_t kept = mantissa >> shift;
+    const std::uint32_t rest = mantissa & ((1u << shift) - 1u);
+    const std::uint32_t halfway = 1u << (shift - 1u);
+    const std::uint32_t rounded = kept + ((rest > halfway || (rest == halfway && (kept & 1u))) ? 1u : 0u);
+    return static_cast<std::uint16_t>(sign | rounded);
+  }
+  // Normal: rebias the exponent, then round the 13 dropped bits to nearest even.
+  const std::uint32_t rebased = abs - 0x38000000u;
+  const std::uint32_t rounded = rebased + 0xFFFu + ((rebased >> 13) & 1u);
+  return static_cast<std::uint16_t>(sign | (rounded >> 13));
+}
+
+inline float half_bits_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1Fu;
+  std::uint32_t mantissa = h & 0x3FFu;
+  if (exponent == 0x1Fu) return bits_float(sign | 0x7F800000u | (mantissa << 13));
+  if (exponent != 0) return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return bits_float(sign);
+  // Subnormal half: normalise into a float.
+  std::uint32_t e = 113u;
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    --e;
+  }
+  return bits_float(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
+}
+
+inline std::uint16_t float_to_bfloat_bits(float f) {
+  const std::uint32_t u = float_bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
+  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline float bfloat_bits_to_float(std::uint16_t b) { return bits_float(static_cast<std::uint32_t>(b) << 16); }
+
+}  // namespace detail
+
+// IEEE 754 binary16.
+struct f16 {
+  std::uint16_t bits = 0;
+  f16() = default;
+  explicit f16(float f) : bits(detail::float_to_half_bits(f)) {}
+  explicit operator float() const { return detail::half_bits_to_float(bits); }
+  static f16 from_bits(std::uint16_t b) {
+    f16 h;
+    h.bits = b;
+    return h;
+  }
+};
+
+// bfloat16: the upper half of an IEEE binary32.
+struct bf16 {
+  std::uint16_t bits = 0;
+  bf16() = default;
+  explicit bf16(float f) : bits(detail::float_to_bfloat_bits(f)) {}
+  explicit operator float() const { return detail::bfloat_bits_to_float(bits); }
+  static bf16 from_bits(std::uint16_t b) {
+    bf16 h;
+    h.bits = b;
+    return h;
+  }
+};
+
+}  // namespace paro

@@ -1,0 +1,352 @@
+#pragma once
+// The threads backend: every rank is a thread of one process. A message is copied once, straight from
+// the sender's buffer into the receiver's, by whichever of the two posts second; nothing is staged.
+// It is the embedded default and what the multi-rank tests run on.
+//
+//   paro::threads::run(8, [](paro::threads::Transport t) { paro::Communicator comm(std::move(t)); ... });
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "paro/core/env.hpp"
+#include "paro/core/error.hpp"
+#include "paro/transport/transport.hpp"
+
+namespace paro::threads {
+
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline Clock::time_point deadline_after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Where a waiting rank sleeps; whoever completes one of its requests rings it.
+struct Doorbell {
+  std::mutex mutex;
+  std::condition_variable cv;
+
+  void ring() {
+    { std::lock_guard<std::mutex> lock(mutex); }
+    cv.notify_all();
+  }
+};
+
+struct World {
+  explicit World(int n) : doorbells(n), timeout(env::timeout_seconds()) {}
+
+  std::vector<Doorbell> doorbells;
+  const double timeout;
+  std::atomic<bool> aborted{false};
+  std::mutex abort_mutex;
+  std::string abort_reason;
+
+  void abort(const std::string& reason) {
+    {
+      std::lock_guard<std::mutex> lock(abort_mutex);
+      if (aborted.load()) return;
+      abort_reason = reason;
+      aborted.store(true);
+    }
+    for (auto& d : doorbells) d.ring();
+  }
+
+  void throw_if_aborted(int world_rank) {
+    if (!aborted.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> lock(abort_mutex);
+    throw Error(paro::detail::concat("rank ", world_rank, ": stopped because another rank failed: ", abort_reason));
+  }
+};
+
+struct RequestState {
+  std::atomic<bool> done{false};
+  std::string error;  // written before done is set
+  int owner = 0;      // world rank that waits on it
+  int peer = 0;       // communicator rank of the other side, for messages
+  int tag = 0;
+  std::size_t bytes = 0;
+  bool is_send = false;
+};
+
+struct PendingSend {
+  const void* buf;
+  std::size_t bytes;
+  std::shared_ptr<RequestState> state;
+};
+
+struct PendingRecv {
+  void* buf;
+  std::size_t bytes;
+  std::shared_ptr<RequestState> state;
+};
+
+// Messages addressed to one rank of one communicator, keyed by (source, tag), each queue in posting order.
+struct Mailbox {
+  std::mutex mutex;
+  std::unordered_map<std::uint64_t, std::deque<PendingSend>> sends;
+  std::unordered_map<std::uint64_t, std::deque<PendingRecv>> recvs;
+};
+
+inline std::uint64_t key_of(int source, int tag) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(source)) << 32) | static_cast<std::uint32_t>(tag);
+}
+
+// One communicator: a set of world ranks with their own mailboxes, so traffic of different
+// communicators never matches.
+struct Group;
+
+struct SplitRound {
+  std::vector<std::pair<int, int>> color_key;  // by communicator rank
+  int arrived = 0;
+  int departed = 0;
+  bool ready = false;
+  std::map<int, std::shared_ptr<Group>> groups;  // by color
+};
+
+struct Group {
+  Group(std::shared_ptr<World> w, std::vector<int> ranks)
+      : world(std::move(w)), world_ranks(std::move(ranks)), mailboxes(world_ranks.size()) {}
+
+  std::shared_ptr<World> world;
+  std::vector<int> world_ranks;
+  std::vector<Mailbox> mailboxes;
+
+  std::mutex split_mutex;
+  std::condition_variable split_cv;
+  std::map<std::uint64_t, SplitRound> split_rounds;  // by split sequence number
+
+  int size() const { return static_cast<int>(world_ranks.size()); }
+};
+
+inline void complete(const std::shared_ptr<RequestState>& s, World& world, std::string error = {}) {
+  s->error = std::move(error);
+  s->done.store(true, std::memory_order_release);
+  world.doorbells[s->owner].ring();
+}
+
+// Copies a matched message and completes both sides; a size mismatch fails both with one message.
+inline void deliver(World& world, const void* src, std::size_t send_bytes, const std::shared_ptr<RequestState>& send,
+                    void* dst, std::size_t recv_bytes, const std::shared_ptr<RequestState>& recv, int sender,
+                    int receiver) {
+  std::string error;
+  if (send_bytes != recv_bytes) {
+    error = paro::detail::concat("message size mismatch on tag ", send->tag, ": rank ", sender, " sent ", send_bytes,
+                                 " bytes, rank ", receiver, " expected ", recv_bytes,
+                                 " (do all ranks call the same collective with the same count and type?)");
+  } else if (send_bytes != 0) {
+    std::memcpy(dst, src, send_bytes);
+  }
+  complete(recv, world, error);
+  complete(send, world, error);
+}
+
+}  // namespace detail
+
+class Transport : public HostMemory {
+ public:
+  static constexpr const char* name = "threads";
+  static constexpr bool has_native_collectives = false;
+
+  struct Request {
+    std::shared_ptr<detail::RequestState> state;
+  };
+
+  Transport() = default;
+  Transport(std::shared_ptr<detail::Group> group, int rank) : group_(std::move(group)), rank_(rank) {}
+
+  int rank() const { return rank_; }
+  int size() const { return group_ ? group_->size() : 0; }
+  int world_rank() const { return group_->world_ranks[static_cast<std::size_t>(rank_)]; }
+
+  Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
+    check_peer(peer, tag, "isend");
+    auto state = new_state(peer, tag, bytes, true);
+    detail::Mailbox& box = group_->mailboxes[static_cast<std::size_t>(peer)];
+    std::unique_lock<std::mutex> lock(box.mutex);
+    auto it = box.recvs.find(detail::key_of(rank_, tag));
+    if (it == box.recvs.end() || it->second.empty()) {
+      box.sends[detail::key_of(rank_, tag)].push_back({buf, bytes, state});
+      return {state};
+    }
+    detail::PendingRecv recv = std::move(it->second.front());
+    it->second.pop_front();
+    lock.unlock();
+    detail::deliver(*group_->world, buf, bytes, state, recv.buf, recv.bytes, recv.state, rank_, peer);
+    return {state};
+  }
+
+  Request irecv(void* buf, std::size_t bytes, int peer, int tag) {
+    check_peer(peer, tag, "irecv");
+    auto state = new_state(peer, tag, bytes, false);
+    detail::Mailbox& box = group_->mailboxes[static_cast<std::size_t>(rank_)];
+    std::unique_lock<std::mutex> lock(box.mutex);
+    auto it = box.sends.find(detail::key_of(peer, tag));
+    if (it == box.sends.end() || it->second.empty()) {
+      box.recvs[detail::key_of(peer, tag)].push_back({buf, bytes, state});
+      return {state};
+    }
+    detail::PendingSend send = std::move(it->second.front());
+    it->second.pop_front();
+    lock.unlock();
+    detail::deliver(*group_->world, send.buf, send.bytes, send.state, buf, bytes, state, peer, rank_);
+    return {state};
+  }
+
+  void wait(Request& r) {
+    if (!r.state) return;
+    detail::RequestState& s = *r.state;
+    // Spin briefly: on an idle core the peer usually answers within microseconds.
+    for (int i = 0; i < 64 && !s.done.load(std::memory_order_acquire); ++i) std::this_thread::yield();
+    if (!s.done.load(std::memory_order_acquire)) block_until_done(s);
+    std::string error = std::move(s.error);
+    r.state.reset();
+    if (!error.empty()) throw Error(paro::detail::concat("rank ", rank_, ": ", error));
+  }
+
+  void wait_all(std::vector<Request>& requests) {
+    for (auto& r : requests) wait(r);
+    requests.clear();
+  }
+
+  // Collective over this communicator. A negative color means "no new communicator" (an empty one).
+  Transport split(int color, int key) {
+    detail::Group& g = *group_;
+    const std::uint64_t round_id = split_count_++;
+    std::unique_lock<std::mutex> lock(g.split_mutex);
+    detail::SplitRound& round = g.split_rounds[round_id];
+    if (round.color_key.empty()) round.color_key.resize(static_cast<std::size_t>(g.size()));
+    round.color_key[static_cast<std::size_t>(rank_)] = {color, key};
+    if (++round.arrived == g.size()) {
+      build_split_groups(round);
+      round.ready = true;
+      g.split_cv.notify_all();
+    }
+    const auto deadline = detail::deadline_after(g.world->timeout);
+    while (!round.ready) {
+      g.world->throw_if_aborted(world_rank());
+      if (detail::Clock::now() > deadline)
+        throw Error(paro::detail::concat("rank ", rank_, ": timed out after ", g.world->timeout,
+                                         " s in split(): not every rank of the communicator called it "
+                                         "(PARO_TIMEOUT sets the limit)"));
+      g.split_cv.wait_for(lock, std::chrono::milliseconds(20));
+    }
+    Transport result;
+    if (color >= 0) {
+      auto group = round.groups.at(color);
+      const auto& members = group->world_ranks;
+      const int new_rank =
+          static_cast<int>(std::find(members.begin(), members.end(), world_rank()) - members.begin());
+      result = Transport(std::move(group), new_rank);
+    }
+    if (++round.departed == g.size()) g.split_rounds.erase(round_id);
+    return result;
+  }
+
+ private:
+  std::shared_ptr<detail::Group> group_;
+  int rank_ = 0;
+  std::uint64_t split_count_ = 0;
+
+  void check_peer(int peer, int tag, const char* what) const {
+    paro::detail::require(group_ != nullptr, what, " on an empty threads communicator (split with a negative color)");
+    paro::detail::require(peer >= 0 && peer < size(), what, ": peer ", peer, " is outside the communicator [0, ",
+                          size(), ")");
+    paro::detail::require(tag >= 0, what, ": tag ", tag, " is negative; tags are >= 0");
+  }
+
+  std::shared_ptr<detail::RequestState> new_state(int peer, int tag, std::size_t bytes, bool is_send) const {
+    group_->world->throw_if_aborted(world_rank());
+    auto s = std::make_shared<detail::RequestState>();
+    s->owner = world_rank();
+    s->peer = peer;
+    s->tag = tag;
+    s->bytes = bytes;
+    s->is_send = is_send;
+    return s;
+  }
+
+  void block_until_done(detail::RequestState& s) {
+    detail::World& world = *group_->world;
+    detail::Doorbell& bell = world.doorbells[static_cast<std::size_t>(world_rank())];
+    const auto deadline = detail::deadline_after(world.timeout);
+    std::unique_lock<std::mutex> lock(bell.mutex);
+    while (!s.done.load(std::memory_order_acquire)) {
+      world.throw_if_aborted(world_rank());
+      if (detail::Clock::now() > deadline) {
+        throw Error(paro::detail::concat(
+            "rank ", rank_, ": timed out after ", world.timeout, " s waiting for ", s.is_send ? "rank " : "a message from rank ",
+            s.peer, s.is_send ? " to receive " : " (", s.bytes, " bytes", s.is_send ? "" : ")", " on tag ", s.tag,
+            "; a peer is stuck or did not enter the same collective (PARO_TIMEOUT sets the limit)"));
+      }
+      bell.cv.wait_until(lock, std::min(deadline, detail::Clock::now() + std::chrono::milliseconds(100)));
+    }
+  }
+
+  void build_split_groups(detail::SplitRound& round) const {
+    std::map<int, std::vector<std::pair<int, int>>> members;  // color -> (key, old rank)
+    for (int r = 0; r < group_->size(); ++r) {
+      auto [c, k] = round.color_key[static_cast<std::size_t>(r)];
+      if (c >= 0) members[c].push_back({k, r});
+    }
+    for (auto& [color, list] : members) {
+      std::sort(list.begin(), list.end());
+      std::vector<int> world_ranks;
+      for (auto& kr : list) world_ranks.push_back(group_->world_ranks[static_cast<std::size_t>(kr.second)]);
+      round.groups[color] = std::make_shared<detail::Group>(group_->world, std::move(world_ranks));
+    }
+  }
+};
+
+// Runs fn(Transport) on n threads, one per rank, and returns when all have returned. If a rank throws,
+// the others are woken with an error instead of waiting for it, and the first exception is rethrown here.
+template <class Fn>
+void run(int n, Fn&& fn) {
+  paro::detail::require(n >= 1, "threads::run: rank count ", n, " must be at least 1");
+  std::vector<int> ranks(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  auto world = std::make_shared<detail::World>(n);
+  auto root = std::make_shared<detail::Group>(world, std::move(ranks));
+
+  std::mutex first_mutex;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(Transport(root, r));
+      } catch (const std::exception& e) {
+        {
+          std::lock_guard<std::mutex> lock(first_mutex);
+          if (!first && !world->aborted.load()) first = std::current_exception();
+        }
+        world->abort(paro::detail::concat("rank ", r, ": ", e.what()));
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(first_mutex);
+          if (!first) first = std::current_exception();
+        }
+        world->abort(paro::detail::concat("rank ", r, " threw a non-standard exception"));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace paro::threads

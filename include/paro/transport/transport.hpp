@@ -1,0 +1,77 @@
+#pragma once
+// The Transport concept: what an algorithm may ask of a backend. Backends model it; algorithms are
+// templates over it and never name a backend's own types (MPI_Comm, ncclComm_t, ...).
+//
+//   int  rank() const, size() const
+//   Request isend(const void* buf, size_t bytes, int peer, int tag)   nonblocking; buf stays valid until done
+//   Request irecv(void* buf, size_t bytes, int peer, int tag)         sizes must match the send exactly
+//   void wait(Request&), wait_all(std::vector<Request>&)              throw paro::Error on failure or timeout
+//   T    split(int color, int key)                                    collective; members ordered by (key, rank)
+//   Buffer allocate(size_t bytes)                                      scratch in the transport's memory space
+//   void copy(void* dst, const void* src, size_t bytes)
+//   void reduce(void* dst, const void* a, const void* b, size_t count, DataType, ReduceOp)   dst = a op b
+//   void divide(void* buf, size_t count, DataType, int divisor)       the last step of avg
+//   static constexpr const char* name; static constexpr bool has_native_collectives
+// With has_native_collectives, also native_all_reduce / native_all_gather / native_reduce_scatter taking
+// the public verbs' arguments (the passthrough baseline).
+//
+// Messages between one pair of ranks with one tag are matched in the order they were posted (MPI's
+// non-overtaking rule), which is what lets a schedule reuse a tag across steps.
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "paro/core/dtype.hpp"
+#include "paro/core/reduce_op.hpp"
+
+namespace paro {
+
+// Scratch memory on the host, for transports whose buffers live in host memory.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  explicit HostBuffer(std::size_t bytes) : data_(bytes ? new char[bytes] : nullptr), bytes_(bytes) {}
+  char* data() { return data_.get(); }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  std::size_t bytes_ = 0;
+};
+
+// Local memory operations of transports that move host memory (threads, mpi); backends inherit them.
+struct HostMemory {
+  static HostBuffer allocate(std::size_t bytes) { return HostBuffer(bytes); }
+  static void copy(void* dst, const void* src, std::size_t bytes) {
+    if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
+  }
+  static void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dt, ReduceOp op) {
+    host_reduce(dst, a, b, count, dt, op);
+  }
+  static void divide(void* buf, std::size_t count, DataType dt, int divisor) { host_divide(buf, count, dt, divisor); }
+};
+
+namespace detail {
+
+template <class T, class = void>
+struct is_transport : std::false_type {};
+
+template <class T>
+struct is_transport<
+    T, std::void_t<decltype(std::declval<const T&>().rank()), decltype(std::declval<const T&>().size()),
+                   decltype(std::declval<T&>().isend(std::declval<const void*>(), std::size_t{}, 0, 0)),
+                   decltype(std::declval<T&>().irecv(std::declval<void*>(), std::size_t{}, 0, 0)),
+                   decltype(std::declval<T&>().split(0, 0)),
+                   decltype(std::declval<T&>().allocate(std::size_t{})),
+                   decltype(T::has_native_collectives), decltype(T::name)>> : std::true_type {};
+
+}  // namespace detail
+
+template <class T>
+inline constexpr bool is_transport_v = detail::is_transport<T>::value;
+
+}  // namespace paro

@@ -1,0 +1,168 @@
+#pragma once
+// One generic body for checking a collective on any transport: deterministic inputs whose reductions are
+// exact in every data type, the expected result computed independently in int64/double, and an
+// element-by-element comparison. Used by the threads tests and, unchanged, by the mpi tests.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "paro/collectives.hpp"
+
+namespace paro::testing {
+
+struct Case {
+  Collective coll = Collective::all_reduce;
+  Algorithm algo = Algorithm::automatic;
+  DataType dt = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  std::size_t count = 0;  // per-rank block for all_gather / reduce_scatter, whole buffer for all_reduce
+  bool in_place = false;
+};
+
+inline std::string describe(const Case& c, int ranks) {
+  return detail::concat(name_of(c.coll), " algo=", name_of(c.algo), " ranks=", ranks, " ", name_of(c.dt), " ",
+                        name_of(c.op), " count=", c.count, c.in_place ? " in-place" : " out-of-place");
+}
+
+inline bool is_signed(DataType dt) { return dt != DataType::u8; }
+
+// Rank r's input element i: small integers, so every sum, product, min and max over up to 16 ranks is
+// exact in every type (|sum| <= 112 fits int8 and bfloat16's 8 significant bits, |product| <= 16).
+inline std::int64_t input_value(DataType dt, ReduceOp op, int r, std::size_t i) {
+  const auto ri = static_cast<std::int64_t>(r), ii = static_cast<std::int64_t>(i % 1000003);
+  if (op == ReduceOp::prod) {
+    if ((ri + ii) % 5 == 0) return 2;
+    return (is_signed(dt) && (ri + 2 * ii) % 7 == 3) ? -1 : 1;
+  }
+  return (ri * 5 + ii * 3 + 1) % 8 - (is_signed(dt) ? 3 : 0);
+}
+
+inline std::int64_t expected_reduction(DataType dt, ReduceOp op, int ranks, std::size_t i) {
+  std::int64_t acc = input_value(dt, op, 0, i);
+  for (int r = 1; r < ranks; ++r) {
+    const std::int64_t v = input_value(dt, op, r, i);
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg: acc += v; break;
+      case ReduceOp::prod: acc *= v; break;
+      case ReduceOp::min: acc = std::min(acc, v); break;
+      case ReduceOp::max: acc = std::max(acc, v); break;
+    }
+  }
+  return acc;
+}
+
+// The exact result as an element of type T; avg divides the exact sum once, as the library defines it.
+template <class T>
+T as_element(std::int64_t exact, ReduceOp op, int ranks) {
+  if (op != ReduceOp::avg) return T(static_cast<float>(exact));
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(exact / ranks);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(exact) / static_cast<T>(ranks);
+  } else {
+    return T(static_cast<float>(exact) / static_cast<float>(ranks));
+  }
+}
+
+template <class T>
+bool same(T a, T b) {
+  if constexpr (std::is_integral_v<T> || std::is_floating_point_v<T>) return a == b;
+  else return static_cast<float>(a) == static_cast<float>(b);
+}
+
+template <class T>
+T element(std::int64_t v) {
+  if constexpr (std::is_integral_v<T> || std::is_floating_point_v<T>) return static_cast<T>(v);
+  else return T(static_cast<float>(v));
+}
+
+// Runs one case on this rank; returns a description of the first few wrong elements ("" when all right).
+template <class Transport>
+std::string run_case(Communicator<Transport>& comm, const Case& c) {
+  const int n = comm.size(), r = comm.rank();
+  return visit_data_type(c.dt, [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    const std::size_t block = c.count, full = c.count * static_cast<std::size_t>(c.coll == Collective::all_reduce ? 1 : n);
+    const std::size_t in_count = c.coll == Collective::all_gather ? block : full;
+    const std::size_t out_count = c.coll == Collective::reduce_scatter ? block : full;
+    std::vector<T> input(in_count), output(out_count, element<T>(99));
+    for (std::size_t i = 0; i < in_count; ++i) {
+      const std::size_t global_i = c.coll == Collective::all_gather ? static_cast<std::size_t>(r) * block + i : i;
+      input[i] = element<T>(input_value(c.dt, c.op, r, global_i));
+    }
+    const Options opts{c.algo};
+    T* send = input.data();
+    T* recv = output.data();
+    std::vector<T> shared;  // the one buffer of an in-place call
+    if (c.in_place) {
+      if (c.coll == Collective::all_gather) {
+        shared.assign(full, element<T>(99));
+        std::copy(input.begin(), input.end(), shared.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * block));
+        send = shared.data() + static_cast<std::size_t>(r) * block;
+        recv = shared.data();
+      } else {
+        shared = input;
+        send = shared.data();
+        recv = c.coll == Collective::all_reduce ? shared.data() : shared.data() + static_cast<std::size_t>(r) * block;
+      }
+    }
+    switch (c.coll) {
+      case Collective::all_reduce: comm.all_reduce(send, recv, c.count, c.op, opts); break;
+      case Collective::all_gather: comm.all_gather(send, recv, c.count, opts); break;
+      case Collective::reduce_scatter: comm.reduce_scatter(send, recv, c.count, c.op, opts); break;
+    }
+    std::string report;
+    int wrong = 0;
+    auto check = [&](const char* what, std::size_t i, T got, T want) {
+      if (same(got, want)) return;
+      if (++wrong <= 3)
+        report += detail::concat(" [", what, " ", i, ": got ", static_cast<double>(static_cast<float>(got)),
+                                 " want ", static_cast<double>(static_cast<float>(want)), "]");
+    };
+    for (std::size_t i = 0; i < out_count; ++i) {
+      T want;
+      if (c.coll == Collective::all_gather) {
+        want = element<T>(input_value(c.dt, c.op, static_cast<int>(i / block), i));
+      } else {
+        const std::size_t global_i = c.coll == Collective::reduce_scatter ? static_cast<std::size_t>(r) * block + i : i;
+        want = as_element<T>(expected_reduction(c.dt, c.op, n, global_i), c.op, n);
+      }
+      check("recv", i, recv[i], want);
+    }
+    if (!c.in_place) {  // out of place, the input must be left as it was
+      for (std::size_t i = 0; i < in_count; ++i) {
+        const std::size_t global_i = c.coll == Collective::all_gather ? static_cast<std::size_t>(r) * block + i : i;
+        check("send", i, input[i], element<T>(input_value(c.dt, c.op, r, global_i)));
+      }
+    }
+    if (wrong == 0) return {};
+    return detail::concat("rank ", r, ": ", describe(c, n), ": ", wrong, " wrong", report);
+  });
+}
+
+// The standard matrix on one communicator: every data type x op (all_gather: op unused), the given
+// counts, in place and out of place. Returns the failure descriptions of this rank.
+template <class Transport>
+std::vector<std::string> run_matrix(Communicator<Transport>& comm, Collective coll, Algorithm algo,
+                                    const std::vector<std::size_t>& counts) {
+  std::vector<std::string> failures;
+  for (DataType dt : all_data_types) {
+    for (ReduceOp op : all_reduce_ops) {
+      if (coll == Collective::all_gather && op != ReduceOp::sum) continue;
+      for (std::size_t count : counts) {
+        for (bool in_place : {false, true}) {
+          std::string f = run_case(comm, Case{coll, algo, dt, op, count, in_place});
+          if (!f.empty()) failures.push_back(std::move(f));
+        }
+      }
+    }
+  }
+  return failures;
+}
+
+}  // namespace paro::testing

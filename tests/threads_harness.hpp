@@ -1,0 +1,32 @@
+#pragma once
+// Runs a per-rank body on n thread ranks and gathers every rank's failure descriptions.
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "paro/paro.hpp"
+
+namespace paro::testing {
+
+template <class Body>
+std::vector<std::string> on_threads(int n, Body body) {
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  threads::run(n, [&](threads::Transport t) {
+    Communicator comm(std::move(t));
+    std::vector<std::string> mine = body(comm);
+    std::lock_guard<std::mutex> lock(mutex);
+    failures.insert(failures.end(), mine.begin(), mine.end());
+  });
+  return failures;
+}
+
+inline std::string first_lines(const std::vector<std::string>& lines, std::size_t most = 8) {
+  std::string out;
+  for (std::size_t i = 0; i < lines.size() && i < most; ++i) out += lines[i] + "\n";
+  if (lines.size() > most) out += "... and " + std::to_string(lines.size() - most) + " more\n";
+  return out;
+}
+
+}  // namespace paro::testing
