@@ -7,7 +7,7 @@
 #include <string>
 #include <tuple>
 
-#include "collective_check.hpp"
+#include "paro/testing/collective_check.hpp"
 #include "threads_harness.hpp"
 
 namespace {

@@ -1,0 +1,151 @@
+// Misuse and faults on the threads backend: each is a clear paro::Error on every rank, never a hang.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "threads_harness.hpp"
+
+namespace {
+
+using paro::Algorithm;
+using paro::DataType;
+using paro::ReduceOp;
+
+// Runs body on n ranks and returns the message of the error it raised ("" if none).
+template <class Body>
+std::string error_of(int n, Body body) {
+  try {
+    paro::threads::run(n, [&](paro::threads::Transport t) {
+      paro::Communicator comm(std::move(t));
+      body(comm);
+    });
+  } catch (const paro::Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+#define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+TEST(Misuse, NullBufferWithElements) {
+  auto msg = error_of(2, [](auto& comm) {
+    float x[4] = {};
+    comm.all_reduce(nullptr, x, 4, DataType::f32, ReduceOp::sum);
+  });
+  EXPECT_CONTAINS(msg, "all_reduce: send buffer is null but 16 bytes");
+  msg = error_of(2, [](auto& comm) {
+    float x[4] = {};
+    comm.all_gather(x, nullptr, 4, DataType::f32);
+  });
+  EXPECT_CONTAINS(msg, "all_gather: recv buffer is null but 32 bytes");
+}
+
+TEST(Misuse, NullBuffersWithZeroCountAreFine) {
+  EXPECT_EQ(error_of(3, [](auto& comm) {
+              comm.all_reduce(nullptr, nullptr, 0, DataType::f64, ReduceOp::max);
+              comm.reduce_scatter(nullptr, nullptr, 0, DataType::i8, ReduceOp::sum);
+              comm.all_gather(nullptr, nullptr, 0, DataType::bf16);
+            }),
+            "");
+}
+
+TEST(Misuse, UnknownTypeOrOp) {
+  auto msg = error_of(1, [](auto& comm) {
+    float x = 0;
+    comm.all_reduce(&x, &x, 1, static_cast<DataType>(42), ReduceOp::sum);
+  });
+  EXPECT_CONTAINS(msg, "all_reduce: invalid DataType value 42; allowed: f32 f64 f16 bf16 i8 i32 i64 u8");
+  msg = error_of(1, [](auto& comm) {
+    float x = 0;
+    comm.reduce_scatter(&x, &x, 1, DataType::f32, static_cast<ReduceOp>(9));
+  });
+  EXPECT_CONTAINS(msg, "reduce_scatter: invalid ReduceOp value 9; allowed: sum prod min max avg");
+}
+
+TEST(Misuse, NativeNeedsABackendThatHasIt) {
+  auto msg = error_of(2, [](auto& comm) {
+    float x = 1, y = 0;
+    comm.all_reduce(&x, &y, 1, ReduceOp::sum, {Algorithm::native});
+  });
+  EXPECT_CONTAINS(msg, "algorithm native is not available on the threads backend; allowed here: automatic ring tree");
+}
+
+TEST(Misuse, OverlappingBuffersThatAreNotInPlace) {
+  auto msg = error_of(2, [](auto& comm) {
+    std::vector<float> buf(8);
+    comm.all_gather(buf.data() + 1, buf.data(), 4);  // in place would be buf + rank*4
+  });
+  EXPECT_CONTAINS(msg, "overlap without being in place");
+}
+
+TEST(Faults, RanksDisagreeingOnCountFailInsteadOfHanging) {
+  setenv("PARO_TIMEOUT", "20", 1);
+  auto msg = error_of(4, [](auto& comm) {
+    std::vector<float> x(12 + (comm.rank() == 2 ? 4 : 0));
+    comm.all_reduce(x.data(), x.data(), x.size(), ReduceOp::sum, {Algorithm::ring});
+  });
+  EXPECT_CONTAINS(msg, "message size mismatch");
+  unsetenv("PARO_TIMEOUT");
+}
+
+TEST(Faults, APeerThatNeverArrivesTimesOut) {
+  setenv("PARO_TIMEOUT", "0.5", 1);
+  auto msg = error_of(3, [](auto& comm) {
+    if (comm.rank() == 2) return;  // this rank skips the collective
+    float x = 1;
+    comm.all_reduce(&x, &x, 1, ReduceOp::sum, {Algorithm::ring});
+  });
+  EXPECT_CONTAINS(msg, "timed out after 0.5 s");
+  EXPECT_CONTAINS(msg, "PARO_TIMEOUT");
+  unsetenv("PARO_TIMEOUT");
+}
+
+TEST(Faults, AFailingRankStopsTheOthersAndItsErrorIsReported) {
+  std::atomic<int> stopped{0};
+  try {
+    paro::threads::run(4, [&](paro::threads::Transport t) {
+      paro::Communicator comm(std::move(t));
+      if (comm.rank() == 1) throw paro::Error("rank 1 gave up");
+      try {
+        float x = 1;
+        comm.all_reduce(&x, &x, 1, ReduceOp::sum, {Algorithm::ring});
+      } catch (const paro::Error& e) {
+        if (std::string(e.what()).find("another rank failed: rank 1") != std::string::npos) ++stopped;
+        throw;
+      }
+    });
+    FAIL() << "no error";
+  } catch (const paro::Error& e) {
+    EXPECT_CONTAINS(e.what(), "rank 1 gave up");
+  }
+  EXPECT_EQ(stopped.load(), 3);
+}
+
+TEST(Split, ColorsKeysAndEmptyMembers) {
+  auto failures = paro::testing::on_threads(7, [](auto& comm) {
+    std::vector<std::string> f;
+    const int r = comm.rank();
+    // Colour by parity, reversed order by key; rank 6 stays out (negative colour).
+    auto sub = comm.transport().split(r == 6 ? -1 : r % 2, -r);
+    if (r == 6) {
+      if (sub.size() != 0) f.push_back("rank 6 should get an empty communicator");
+      return f;
+    }
+    const int expected_size = r % 2 == 0 ? 3 : 3;
+    const int expected_rank = r % 2 == 0 ? (4 - r) / 2 : (5 - r) / 2;
+    if (sub.size() != expected_size || sub.rank() != expected_rank)
+      f.push_back(paro::detail::concat("rank ", r, ": sub rank ", sub.rank(), "/", sub.size()));
+    paro::Communicator subcomm(std::move(sub));
+    std::int32_t x = r, sum = 0;
+    subcomm.all_reduce(&x, &sum, 1, ReduceOp::sum);
+    if (sum != (r % 2 == 0 ? 0 + 2 + 4 : 1 + 3 + 5)) f.push_back(paro::detail::concat("rank ", r, ": sum ", sum));
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+
+}  // namespace

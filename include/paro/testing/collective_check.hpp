@@ -1,7 +1,8 @@
 #pragma once
-// One generic body for checking a collective on any transport: deterministic inputs whose reductions are
-// exact in every data type, the expected result computed independently in int64/double, and an
-// element-by-element comparison. Used by the threads tests and, unchanged, by the mpi tests.
+// Checking a collective on any transport, as nccl-tests does: deterministic inputs whose reductions are
+// exact in every data type, the expected result computed independently in int64, and an element-by-element
+// comparison. paro's tests (threads and mpi alike) and paro-bench's #wrong column use it; so can a user
+// validating a new cluster or backend.
 
 #include <cmath>
 #include <cstdint>
@@ -81,20 +82,31 @@ T element(std::int64_t v) {
   else return T(static_cast<float>(v));
 }
 
-// Runs one case on this rank; returns a description of the first few wrong elements ("" when all right).
+// Fills count elements of rank's input, starting at global element index `first`.
+inline void fill_inputs(void* buf, std::size_t count, DataType dt, ReduceOp op, int rank, std::size_t first) {
+  visit_data_type(dt, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(buf);
+    for (std::size_t i = 0; i < count; ++i) p[i] = element<T>(input_value(dt, op, rank, first + i));
+  });
+}
+
+struct CheckResult {
+  std::size_t wrong = 0;  // elements of this rank's output (and, out of place, input) that are wrong
+  std::string report;     // the case and the first few wrong elements; empty when all are right
+};
+
+// Runs one case on this rank and checks this rank's buffers.
 template <class Transport>
-std::string run_case(Communicator<Transport>& comm, const Case& c) {
+CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
   const int n = comm.size(), r = comm.rank();
-  return visit_data_type(c.dt, [&](auto tag) -> std::string {
+  return visit_data_type(c.dt, [&](auto tag) -> CheckResult {
     using T = decltype(tag);
     const std::size_t block = c.count, full = c.count * static_cast<std::size_t>(c.coll == Collective::all_reduce ? 1 : n);
     const std::size_t in_count = c.coll == Collective::all_gather ? block : full;
     const std::size_t out_count = c.coll == Collective::reduce_scatter ? block : full;
     std::vector<T> input(in_count), output(out_count, element<T>(99));
-    for (std::size_t i = 0; i < in_count; ++i) {
-      const std::size_t global_i = c.coll == Collective::all_gather ? static_cast<std::size_t>(r) * block + i : i;
-      input[i] = element<T>(input_value(c.dt, c.op, r, global_i));
-    }
+    fill_inputs(input.data(), in_count, c.dt, c.op, r, c.coll == Collective::all_gather ? static_cast<std::size_t>(r) * block : 0);
     const Options opts{c.algo};
     T* send = input.data();
     T* recv = output.data();
@@ -117,7 +129,7 @@ std::string run_case(Communicator<Transport>& comm, const Case& c) {
       case Collective::reduce_scatter: comm.reduce_scatter(send, recv, c.count, c.op, opts); break;
     }
     std::string report;
-    int wrong = 0;
+    std::size_t wrong = 0;
     auto check = [&](const char* what, std::size_t i, T got, T want) {
       if (same(got, want)) return;
       if (++wrong <= 3)
@@ -141,8 +153,14 @@ std::string run_case(Communicator<Transport>& comm, const Case& c) {
       }
     }
     if (wrong == 0) return {};
-    return detail::concat("rank ", r, ": ", describe(c, n), ": ", wrong, " wrong", report);
+    return {wrong, detail::concat("rank ", r, ": ", describe(c, n), ": ", wrong, " wrong", report)};
   });
+}
+
+// The failure description of one case ("" when all right).
+template <class Transport>
+std::string run_case(Communicator<Transport>& comm, const Case& c) {
+  return check_case(comm, c).report;
 }
 
 // The standard matrix on one communicator: every data type x op (all_gather: op unused), the given

@@ -1,0 +1,335 @@
+// paro-bench: nccl-tests-style bandwidth tables for paro's collectives and algorithms.
+//
+//   paro-bench --backend threads -t 8 --coll all_reduce --algo all -b 1K -e 64M -f 4
+//   mpirun -np 4 paro-bench --backend mpi --coll all_gather --algo ring,native
+//
+// Same flags and table as nccl-tests where they apply (-b -e -f -n -w -c -d -o), GB = 1e9, busbw factors
+// 2(n-1)/n for all-reduce and (n-1)/n for all-gather and reduce-scatter, size = the full buffer (n blocks
+// for all-gather and reduce-scatter). Time is the mean per iteration, averaged over ranks as nccl-tests
+// does. #wrong counts wrong elements from an exact check (paro/testing/collective_check.hpp); the exit
+// code is non-zero when any is wrong.
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "paro/paro.hpp"
+#include "paro/testing/collective_check.hpp"
+#ifdef PARO_HAVE_MPI
+#include "paro/transport/mpi.hpp"
+#endif
+
+namespace {
+
+using paro::Algorithm;
+using paro::Collective;
+using paro::DataType;
+using paro::ReduceOp;
+
+struct Settings {
+  std::string backend = "threads";
+  int thread_ranks = 8;
+  std::string coll = "all_reduce";
+  std::string algos = "automatic";
+  std::string min_bytes = "32M", max_bytes = "32M";
+  double factor = 2;
+  int iters = 20, warmup = 5, check = 1;
+  std::string dtypes = "float", ops = "sum";
+  std::string json_path;
+};
+
+struct Row {
+  std::size_t bytes = 0, count = 0;
+  DataType dt{};
+  ReduceOp op{};
+  double time_us[2] = {0, 0};  // out of place, in place
+  std::size_t wrong[2] = {0, 0};
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    std::size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+double bus_factor(Collective c, int n) {
+  return c == Collective::all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
+}
+
+// Everything one rank does; rank 0 prints. The same code runs on every backend.
+template <class Transport>
+class Bench {
+ public:
+  Bench(paro::Communicator<Transport>& comm, const Settings& s, Collective coll, std::vector<Algorithm> algos)
+      : comm_(comm), s_(s), coll_(coll), algos_(std::move(algos)) {}
+
+  // Returns the number of wrong elements over all ranks, sizes and algorithms.
+  std::size_t run(nlohmann::json& records) {
+    const int n = comm_.size();
+    if (comm_.rank() == 0) print_preamble();
+    std::size_t total_wrong = 0;
+    double busbw_sum = 0;
+    int busbw_count = 0;
+    for (Algorithm algo : algos_) {
+      if (comm_.rank() == 0) {
+        std::printf("#\n# Algorithm: %s\n", paro::name_of(algo));
+        print_table_header();
+      }
+      double algo_busbw = 0;
+      int algo_rows = 0;
+      for (DataType dt : dtypes_)
+        for (ReduceOp op : ops_)
+          for (std::size_t bytes : sizes(dt)) {
+            Row row = measure(algo, dt, op, bytes);
+            for (int p = 0; p < 2; ++p) {
+              const double algbw = row.time_us[p] > 0 ? static_cast<double>(row.bytes) / row.time_us[p] / 1e3 : 0;
+              const double busbw = algbw * bus_factor(coll_, n);
+              algo_busbw += busbw;
+              ++algo_rows;
+              total_wrong += row.wrong[p];
+              records.push_back(record(algo, row, p == 1, algbw, busbw));
+            }
+            if (comm_.rank() == 0) print_row(row);
+          }
+      busbw_sum += algo_busbw;
+      busbw_count += algo_rows;
+      if (comm_.rank() == 0) std::printf("# %s: avg bus bandwidth %.4g GB/s\n", paro::name_of(algo), algo_rows ? algo_busbw / algo_rows : 0.0);
+    }
+    if (comm_.rank() == 0) {
+      std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
+      std::printf("# Avg bus bandwidth    : %g \n#\n", busbw_count ? busbw_sum / busbw_count : 0.0);
+      std::fflush(stdout);
+    }
+    return total_wrong;
+  }
+
+  void parse_lists() {
+    for (const auto& d : split_list(s_.dtypes))
+      if (d == "all") dtypes_.assign(std::begin(paro::all_data_types), std::end(paro::all_data_types));
+      else dtypes_.push_back(paro::parse_data_type(d));
+    if (coll_ == Collective::all_gather) {
+      ops_ = {ReduceOp::sum};
+      return;
+    }
+    for (const auto& o : split_list(s_.ops))
+      if (o == "all") ops_.assign(std::begin(paro::all_reduce_ops), std::end(paro::all_reduce_ops));
+      else ops_.push_back(paro::parse_reduce_op(o));
+  }
+
+ private:
+  paro::Communicator<Transport>& comm_;
+  const Settings& s_;
+  Collective coll_;
+  std::vector<Algorithm> algos_;
+  std::vector<DataType> dtypes_;
+  std::vector<ReduceOp> ops_;
+
+  // Sizes from -b to -e by factor -f, each rounded down to a whole number of elements per rank.
+  std::vector<std::size_t> sizes(DataType dt) const {
+    const std::size_t lo = paro::env::parse_bytes(s_.min_bytes, "-b"), hi = paro::env::parse_bytes(s_.max_bytes, "-e");
+    const std::size_t unit = paro::size_of(dt) * static_cast<std::size_t>(coll_ == Collective::all_reduce ? 1 : comm_.size());
+    std::vector<std::size_t> out;
+    for (double b = static_cast<double>(lo); b <= static_cast<double>(hi); b *= s_.factor) {
+      const std::size_t rounded = static_cast<std::size_t>(b) / unit * unit;
+      if (out.empty() || out.back() != rounded) out.push_back(rounded);
+      if (s_.factor <= 1) break;
+    }
+    return out;
+  }
+
+  Row measure(Algorithm algo, DataType dt, ReduceOp op, std::size_t bytes) {
+    const int n = comm_.size(), r = comm_.rank();
+    const std::size_t esize = paro::size_of(dt), total = bytes / esize;
+    const std::size_t count = coll_ == Collective::all_reduce ? total : total / static_cast<std::size_t>(n);
+    const std::size_t in_count = coll_ == Collective::all_gather ? count : total;
+    const std::size_t out_count = coll_ == Collective::reduce_scatter ? count : total;
+    Row row{bytes, total, dt, op, {0, 0}, {0, 0}};
+    paro::HostBuffer send(in_count * esize), recv(out_count * esize), shared(total * esize);
+    paro::testing::fill_inputs(send.data(), in_count, dt, op, r, coll_ == Collective::all_gather ? r * count : 0);
+    for (int placement = 0; placement < 2; ++placement) {
+      const bool in_place = placement == 1;
+      if (s_.check) {
+        auto result = paro::testing::check_case(comm_, {coll_, algo, dt, op, count, in_place});
+        row.wrong[placement] = sum_over_ranks(result.wrong);
+        if (result.wrong) std::fprintf(stderr, "%s\n", result.report.c_str());
+      }
+      char* block = shared.data() + static_cast<std::size_t>(r) * count * esize;
+      const void* in = in_place ? (coll_ == Collective::all_gather ? block : shared.data()) : send.data();
+      void* out = in_place ? (coll_ == Collective::reduce_scatter ? block : shared.data()) : recv.data();
+      if (in_place) paro::testing::fill_inputs(coll_ == Collective::all_gather ? block : shared.data(), in_count, dt, op, r, coll_ == Collective::all_gather ? r * count : 0);
+      auto once = [&] {
+        switch (coll_) {
+          case Collective::all_reduce: return comm_.all_reduce(in, out, count, dt, op, {algo});
+          case Collective::all_gather: return comm_.all_gather(in, out, count, dt, {algo});
+          case Collective::reduce_scatter: return comm_.reduce_scatter(in, out, count, dt, op, {algo});
+        }
+      };
+      for (int i = 0; i < s_.warmup; ++i) once();
+      barrier();
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < s_.iters; ++i) once();
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      row.time_us[placement] = mean_over_ranks(us / std::max(1, s_.iters));
+    }
+    return row;
+  }
+
+  void barrier() {
+    std::int32_t token = 0;
+    comm_.all_reduce(&token, &token, 1, ReduceOp::sum, {Algorithm::tree});
+  }
+
+  double mean_over_ranks(double v) {
+    comm_.all_reduce(&v, &v, 1, ReduceOp::sum, {Algorithm::tree});
+    return v / comm_.size();
+  }
+
+  std::size_t sum_over_ranks(std::size_t v) {
+    auto x = static_cast<std::int64_t>(v);
+    comm_.all_reduce(&x, &x, 1, ReduceOp::sum, {Algorithm::tree});
+    return static_cast<std::size_t>(x);
+  }
+
+  nlohmann::json record(Algorithm algo, const Row& row, bool in_place, double algbw, double busbw) const {
+    const int p = in_place ? 1 : 0;
+    nlohmann::json j = {{"coll", paro::name_of(coll_)}, {"algo", paro::name_of(algo)},
+                        {"backend", Transport::name}, {"ranks", comm_.size()},
+                        {"bytes", row.bytes}, {"count", row.count},
+                        {"dtype", paro::name_of(row.dt)}, {"op", coll_ == Collective::all_gather ? "none" : paro::name_of(row.op)},
+                        {"inplace", in_place}, {"time_us", row.time_us[p]},
+                        {"algbw_gbps", algbw}, {"busbw_gbps", busbw},
+                        {"wrong", row.wrong[p]}};
+    if (algo == Algorithm::automatic) j["picked"] = paro::name_of(comm_.resolve(coll_, row.bytes));
+    return j;
+  }
+
+  void print_preamble() const {
+    char host[256] = "unknown";
+    gethostname(host, sizeof host - 1);
+    std::printf("# paro-bench %s backend %s nRanks %d minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d "
+                "iters: %d validation: %d\n#\n# Using ranks\n",
+                paro::name_of(coll_), Transport::name, comm_.size(), paro::env::parse_bytes(s_.min_bytes, "-b"),
+                paro::env::parse_bytes(s_.max_bytes, "-e"), s_.factor, s_.warmup, s_.iters, s_.check);
+    std::printf("#  Rank %2d Pid %6d on %10s backend %s (%d ranks)\n", 0, static_cast<int>(getpid()), host,
+                Transport::name, comm_.size());
+  }
+
+  static void print_table_header() {
+    std::printf("#%75s%35s\n", "out-of-place", "in-place");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
+                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
+                "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  }
+
+  void print_row(const Row& row) const {
+    std::printf("  %10zu  %12zu  %8s  %6s  %6d", row.bytes, row.count, paro::name_of(row.dt),
+                coll_ == Collective::all_gather ? "none" : paro::name_of(row.op), -1);
+    for (int p = 0; p < 2; ++p) {
+      const double algbw = row.time_us[p] > 0 ? static_cast<double>(row.bytes) / row.time_us[p] / 1e3 : 0;
+      std::printf("  %7s  %6.2f  %6.2f  %6zu", format_time(row.time_us[p]).c_str(), algbw,
+                  algbw * bus_factor(coll_, comm_.size()), row.wrong[p]);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+
+  static std::string format_time(double us) {
+    char buf[32];
+    if (us >= 1e6) std::snprintf(buf, sizeof buf, "%.2e", us);
+    else if (us >= 1e4) std::snprintf(buf, sizeof buf, "%7.0f", us);
+    else std::snprintf(buf, sizeof buf, "%7.2f", us);
+    return buf;
+  }
+};
+
+template <class Transport>
+std::size_t run_on(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
+  const Collective coll = paro::parse_collective(s.coll);
+  std::vector<Algorithm> algos;
+  for (const auto& a : split_list(s.algos)) {
+    if (a == "all") {
+      for (Algorithm x : paro::all_algorithms)
+        if (x != Algorithm::native || Transport::has_native_collectives) algos.push_back(x);
+      algos.push_back(Algorithm::automatic);
+    } else {
+      algos.push_back(paro::parse_algorithm(a));
+      comm.resolve(coll, 0, algos.back());  // rejects native where the backend has none, before any output
+    }
+  }
+  Bench<Transport> bench(comm, s, coll, algos);
+  bench.parse_lists();
+  return bench.run(records);
+}
+
+void write_json(const Settings& s, const nlohmann::json& records) {
+  if (s.json_path.empty()) return;
+  std::ofstream out(s.json_path);
+  paro::detail::require(static_cast<bool>(out), "--json: cannot write '", s.json_path, "'");
+  out << records.dump(1) << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  CLI::App app{"paro-bench: nccl-tests-style bandwidth tables for paro's collectives"};
+  app.add_option("-b,--minbytes", s.min_bytes, "smallest size (bytes, K/M/G suffixes)")->capture_default_str();
+  app.add_option("-e,--maxbytes", s.max_bytes, "largest size")->capture_default_str();
+  app.add_option("-f,--stepfactor", s.factor, "size multiplier between rows")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("-n,--iters", s.iters, "timed iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-w,--warmup_iters", s.warmup, "warm-up iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-c,--check", s.check, "check results exactly (0/1)")->capture_default_str()->check(CLI::Range(0, 1));
+  app.add_option("-d,--datatype", s.dtypes, "types, comma-separated, or all")->capture_default_str();
+  app.add_option("-o,--op", s.ops, "reduction ops, comma-separated, or all")->capture_default_str();
+  app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str()->check(CLI::IsMember({"threads", "mpi"}));
+  app.add_option("--coll", s.coll, "all_reduce, all_gather or reduce_scatter")->capture_default_str();
+  app.add_option("--algo", s.algos, "algorithms, comma-separated (ring tree native automatic), or all")->capture_default_str();
+  app.add_option("--json", s.json_path, "write one JSON record per (algorithm, size, placement) here");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    nlohmann::json records = nlohmann::json::array();
+    std::size_t wrong = 0;
+    if (s.backend == "threads") {
+      std::mutex m;
+      paro::threads::run(s.thread_ranks, [&](paro::threads::Transport t) {
+        paro::Communicator comm(std::move(t));
+        nlohmann::json mine = nlohmann::json::array();
+        const std::size_t w = run_on(comm, s, mine);
+        if (comm.rank() == 0) {
+          std::lock_guard<std::mutex> lock(m);
+          records = std::move(mine);
+          wrong = w;
+        }
+      });
+      write_json(s, records);
+    } else {
+#ifdef PARO_HAVE_MPI
+      paro::mpi::Environment env(&argc, &argv);
+      paro::Communicator comm(paro::mpi::Transport::world());
+      wrong = run_on(comm, s, records);
+      if (comm.rank() == 0) write_json(s, records);
+#else
+      throw paro::Error("--backend mpi: this paro-bench was built without MPI (configure with MPI installed)");
+#endif
+    }
+    return wrong == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "paro-bench: %s\n", e.what());
+    return 2;
+  }
+}
