@@ -75,39 +75,35 @@ class Bench {
   Bench(paro::Communicator<Transport>& comm, const Settings& s, Collective coll, std::vector<Algorithm> algos)
       : comm_(comm), s_(s), coll_(coll), algos_(std::move(algos)) {}
 
-  // Returns the number of wrong elements over all ranks, sizes and algorithms.
+  // Returns the number of wrong elements over all ranks, sizes and algorithms. Algorithms are measured
+  // interleaved, size by size, so that drift on a shared machine hits them alike; the tables follow.
   std::size_t run(nlohmann::json& records) {
-    const int n = comm_.size();
     if (comm_.rank() == 0) print_preamble();
+    std::vector<std::vector<Row>> rows(algos_.size());
+    for (DataType dt : dtypes_)
+      for (ReduceOp op : ops_)
+        for (std::size_t bytes : sizes(dt))
+          for (std::size_t a = 0; a < algos_.size(); ++a) rows[a].push_back(measure(algos_[a], dt, op, bytes));
     std::size_t total_wrong = 0;
     double busbw_sum = 0;
     int busbw_count = 0;
-    for (Algorithm algo : algos_) {
+    for (std::size_t a = 0; a < algos_.size(); ++a) {
       if (comm_.rank() == 0) {
-        std::printf("#\n# Algorithm: %s\n", paro::name_of(algo));
+        std::printf("#\n# Algorithm: %s\n", paro::name_of(algos_[a]));
         print_table_header();
       }
-      double algo_busbw = 0;
-      int algo_rows = 0;
-      for (DataType dt : dtypes_)
-        for (ReduceOp op : ops_)
-          for (std::size_t bytes : sizes(dt)) {
-            Row row = measure(algo, dt, op, bytes);
-            for (int p = 0; p < 2; ++p) {
-              const double algbw = row.time_us[p] > 0 ? static_cast<double>(row.bytes) / row.time_us[p] / 1e3 : 0;
-              const double busbw = algbw * bus_factor(coll_, n);
-              algo_busbw += busbw;
-              ++algo_rows;
-              total_wrong += row.wrong[p];
-              records.push_back(record(algo, row, p == 1, algbw, busbw));
-            }
-            if (comm_.rank() == 0) print_row(row);
-          }
-      busbw_sum += algo_busbw;
-      busbw_count += algo_rows;
-      if (comm_.rank() == 0) std::printf("# %s: avg bus bandwidth %.4g GB/s\n", paro::name_of(algo), algo_rows ? algo_busbw / algo_rows : 0.0);
+      for (const Row& row : rows[a]) {
+        for (int p = 0; p < 2; ++p) {
+          busbw_sum += busbw(row, p);
+          ++busbw_count;
+          total_wrong += row.wrong[p];
+          records.push_back(record(algos_[a], row, p));
+        }
+        if (comm_.rank() == 0) print_row(row);
+      }
     }
     if (comm_.rank() == 0) {
+      print_ratios(rows);
       std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
       std::printf("# Avg bus bandwidth    : %g \n#\n", busbw_count ? busbw_sum / busbw_count : 0.0);
       std::fflush(stdout);
@@ -202,14 +198,43 @@ class Bench {
     return static_cast<std::size_t>(x);
   }
 
-  nlohmann::json record(Algorithm algo, const Row& row, bool in_place, double algbw, double busbw) const {
-    const int p = in_place ? 1 : 0;
+  double algbw(const Row& row, int p) const {
+    return row.time_us[p] > 0 ? static_cast<double>(row.bytes) / row.time_us[p] / 1e3 : 0;
+  }
+  double busbw(const Row& row, int p) const { return algbw(row, p) * bus_factor(coll_, comm_.size()); }
+
+  // Every algorithm's busbw over the reference's (native where measured, else the first), size by size.
+  void print_ratios(const std::vector<std::vector<Row>>& rows) const {
+    if (algos_.size() < 2) return;
+    std::size_t ref = 0;
+    for (std::size_t a = 0; a < algos_.size(); ++a)
+      if (algos_[a] == Algorithm::native) ref = a;
+    std::printf("#\n# busbw ratio to %s, measured side by side (out-of-place / in-place)\n# %10s  %8s  %6s",
+                paro::name_of(algos_[ref]), "size", "type", "redop");
+    for (std::size_t a = 0; a < algos_.size(); ++a)
+      if (a != ref) std::printf("  %15s", paro::name_of(algos_[a]));
+    std::printf("\n");
+    for (std::size_t i = 0; i < rows[ref].size(); ++i) {
+      const Row& base = rows[ref][i];
+      std::printf("  %10zu  %8s  %6s", base.bytes, paro::name_of(base.dt),
+                  coll_ == Collective::all_gather ? "none" : paro::name_of(base.op));
+      for (std::size_t a = 0; a < algos_.size(); ++a) {
+        if (a == ref) continue;
+        auto ratio = [&](int p) { return busbw(base, p) > 0 ? busbw(rows[a][i], p) / busbw(base, p) : 0.0; };
+        std::printf("  %7.2f/%-7.2f", ratio(0), ratio(1));
+      }
+      std::printf("\n");
+    }
+  }
+
+  nlohmann::json record(Algorithm algo, const Row& row, int p) const {
+    const bool in_place = p == 1;
     nlohmann::json j = {{"coll", paro::name_of(coll_)}, {"algo", paro::name_of(algo)},
                         {"backend", Transport::name}, {"ranks", comm_.size()},
                         {"bytes", row.bytes}, {"count", row.count},
                         {"dtype", paro::name_of(row.dt)}, {"op", coll_ == Collective::all_gather ? "none" : paro::name_of(row.op)},
                         {"inplace", in_place}, {"time_us", row.time_us[p]},
-                        {"algbw_gbps", algbw}, {"busbw_gbps", busbw},
+                        {"algbw_gbps", algbw(row, p)}, {"busbw_gbps", busbw(row, p)},
                         {"wrong", row.wrong[p]}};
     if (algo == Algorithm::automatic) j["picked"] = paro::name_of(comm_.resolve(coll_, row.bytes));
     return j;
@@ -237,11 +262,9 @@ class Bench {
   void print_row(const Row& row) const {
     std::printf("  %10zu  %12zu  %8s  %6s  %6d", row.bytes, row.count, paro::name_of(row.dt),
                 coll_ == Collective::all_gather ? "none" : paro::name_of(row.op), -1);
-    for (int p = 0; p < 2; ++p) {
-      const double algbw = row.time_us[p] > 0 ? static_cast<double>(row.bytes) / row.time_us[p] / 1e3 : 0;
-      std::printf("  %7s  %6.2f  %6.2f  %6zu", format_time(row.time_us[p]).c_str(), algbw,
-                  algbw * bus_factor(coll_, comm_.size()), row.wrong[p]);
-    }
+    for (int p = 0; p < 2; ++p)
+      std::printf("  %7s  %6.2f  %6.2f  %6zu", format_time(row.time_us[p]).c_str(), algbw(row, p), busbw(row, p),
+                  row.wrong[p]);
     std::printf("\n");
     std::fflush(stdout);
   }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds and runs every test of paro on a fresh machine (Debian, root or sudo):
+#   1. the Release build: unit tests, threads tests at 1..16 ranks, mpirun at 2/3/4/8 ranks, the C++20 check;
+#   2. ASan+UBSan and TSan builds of the unit and threads tests (the mpi tests stay in step 1: Open MPI's
+#      own allocations would drown ASan's report);
+#   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory.
+# Ends with one line "test.sh: N passed, M failed" over those stages. PARO_JOBS sets build parallelism (2).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=${PARO_JOBS:-2}
+passed=0
+failed=0
+failures=()
+
+stage() {  # stage NAME COMMAND...: runs a stage, counts it, keeps going so that one failure shows all
+  local name=$1
+  shift
+  echo "=== $name"
+  local start=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "=== $name: passed ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "=== $name: FAILED ($((SECONDS - start)) s)"
+  fi
+}
+
+./scripts/install-deps.sh || exit 1
+
+main_build() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j "$jobs"
+}
+stage "release build" main_build || true
+stage "ctest (unit, threads 1..16 ranks, mpirun 2/3/4/8, C++20)" ctest --test-dir build --output-on-failure
+
+sanitizer_build() {  # sanitizer_build DIR KIND
+  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARO_SANITIZE="$2" -DPARO_BUILD_BENCH=OFF \
+    -DPARO_WITH_MPI=OFF >/dev/null && cmake --build "$1" -j "$jobs" --target paro-tests-core paro-tests-threads
+}
+# The multi-MiB cases (Sizes/*) add minutes under sanitizers and no new interleavings: the tiny-chunk
+# pipeline test covers the same code paths.
+sanitized_tests() {  # sanitized_tests DIR
+  "$1/bin/paro-tests-core" --gtest_brief=1 && PARO_TIMEOUT=600 "$1/bin/paro-tests-threads" --gtest_brief=1 --gtest_filter='-Sizes/*'
+}
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+stage "ASan+UBSan build" sanitizer_build build-asan address
+stage "ASan+UBSan tests" sanitized_tests build-asan
+stage "TSan build" sanitizer_build build-tsan thread
+stage "TSan tests" sanitized_tests build-tsan
+
+consumers() {
+  rm -rf build/install build/consumer-find build/consumer-subdir
+  cmake --install build --prefix build/install >/dev/null &&
+    cmake -S tests/consumer -B build/consumer-find -G Ninja -DPARO_CONSUMER_MODE=find \
+      -DCMAKE_PREFIX_PATH="$root/build/install" >/dev/null &&
+    cmake --build build/consumer-find && build/consumer-find/paro-consumer &&
+    cmake -S tests/consumer -B build/consumer-subdir -G Ninja -DPARO_CONSUMER_MODE=subdirectory \
+      -DPARO_SOURCE_DIR="$root" >/dev/null &&
+    cmake --build build/consumer-subdir && build/consumer-subdir/paro-consumer
+}
+stage "install + find_package and add_subdirectory consumers" consumers
+
+if ((failed)); then printf 'failed stage: %s\n' "${failures[@]}"; fi
+echo "test.sh: $passed passed, $failed failed"
+((failed == 0))

@@ -1,0 +1,23 @@
+// A ten-line user of paro: all-reduce on 4 thread ranks, and on an MPI singleton.
+#include <paro/paro.hpp>
+#include <paro/transport/mpi.hpp>
+
+#include <cstdio>
+#include <vector>
+
+int main(int argc, char** argv) {
+  int wrong = 0;
+  paro::threads::run(4, [&](paro::threads::Transport t) {
+    paro::Communicator comm(std::move(t));
+    std::vector<float> grad(1000, static_cast<float>(comm.rank()));
+    comm.all_reduce(grad.data(), grad.data(), grad.size(), paro::ReduceOp::sum);
+    if (grad[999] != 0 + 1 + 2 + 3) wrong = 1;
+  });
+  paro::mpi::Environment env(&argc, &argv);
+  paro::Communicator world(paro::mpi::Transport::world());
+  double x = 2.5, y = 0;
+  world.all_reduce(&x, &y, 1, paro::ReduceOp::max, {paro::Algorithm::native});
+  if (y != 2.5) wrong = 1;
+  std::printf("paro consumer: %s\n", wrong ? "WRONG" : "ok");
+  return wrong;
+}
