@@ -9,11 +9,17 @@
 //   reduce_scatter(send, recv, count)      send holds size()*count, recv holds count; in place when
 //                                          recv == send + rank()*count (the other blocks of send are then
 //                                          left undefined)
-// All ranks must call the same verbs in the same order with the same count, type, op and algorithm.
+// All ranks must call the same verbs in the same order with the same count, type, op, algorithm and scope.
+//
+// Scopes: global (every rank), intra (the ranks of my group), inter (my rail: the ranks with my index in
+// every group). Groups come from the topology (topology/discovery.hpp) and PARO_GROUP (topology/grouping.hpp).
 
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "paro/algorithms/algorithm.hpp"
@@ -25,12 +31,40 @@
 #include "paro/core/error.hpp"
 #include "paro/core/log.hpp"
 #include "paro/core/reduce_op.hpp"
+#include "paro/topology/discovery.hpp"
+#include "paro/topology/grouping.hpp"
+#include "paro/topology/topology.hpp"
 #include "paro/transport/transport.hpp"
 
 namespace paro {
 
+enum class Scope { global, intra, inter };
+
+inline const char* name_of(Scope s) {
+  switch (s) {
+    case Scope::global: return "global";
+    case Scope::intra: return "intra";
+    case Scope::inter: return "inter";
+  }
+  return "invalid";
+}
+
+inline Scope parse_scope(std::string_view s) {
+  for (Scope x : {Scope::global, Scope::intra, Scope::inter})
+    if (s == name_of(x)) return x;
+  throw Error(detail::concat("unknown scope '", s, "'; allowed: global intra inter"));
+}
+
 struct Options {
   Algorithm algorithm = Algorithm::automatic;
+  Scope scope = Scope::global;
+};
+
+// How a Communicator learns its topology and forms its groups; the defaults read the environment.
+struct CommunicatorConfig {
+  std::optional<Topology> topology;  // given: no discovery
+  topology::DiscoveryOptions discovery = topology::DiscoveryOptions::from_env();
+  GroupSpec group = GroupSpec::from_env();
 };
 
 template <class Transport>
@@ -39,20 +73,45 @@ class Communicator {
                 "paro::Communicator<T>: T does not model the Transport concept (see paro/transport/transport.hpp)");
 
  public:
-  explicit Communicator(Transport transport)
+  // Collective: discovers the topology (unless config gives it), forms the groups and splits off the
+  // intra-group, rail and per-level communicators.
+  explicit Communicator(Transport transport, CommunicatorConfig config = {})
       : t_(std::move(transport)),
         overrides_(AlgorithmOverrides::from_env()),
         policy_(algorithms::SelectionPolicy::from_env()),
-        ring_(algorithms::RingParams::from_env()) {}
+        ring_(algorithms::RingParams::from_env()),
+        topology_(config.topology ? std::move(*config.topology) : topology::discover(t_, config.discovery)),
+        groups_(Groups::make(checked(topology_), config.group)),
+        grouping_(config.group) {
+    const auto me = static_cast<std::size_t>(rank());
+    intra_ = t_.split(groups_.group_of[me], groups_.index_of[me]);
+    inter_ = t_.split(groups_.index_of[me], groups_.group_of[me]);
+    for (Level l : topology_.known_levels) levels_.emplace(l, t_.split(topology_.ordinals(l)[me], rank()));
+    if (groups_.uneven())
+      log::info(rank(), "grouping by ", grouping_.describe(), ": groups of different sizes (", groups_.members.front().size(),
+                " .. ", groups_.members.back().size(), " ranks); intra and inter collectives run on communicators of ",
+                "those sizes");
+  }
 
   int rank() const { return t_.rank(); }
   int size() const { return t_.size(); }
   Transport& transport() { return t_; }
+  Transport& transport(Scope s) { return s == Scope::global ? t_ : s == Scope::intra ? intra_ : inter_; }
+  // The ranks that share this rank's node, switch or pod (a level the topology knows).
+  Transport& level(Level l) {
+    auto it = levels_.find(l);
+    detail::require(it != levels_.end(), "level ", name_of(l), ": no source described it");
+    return it->second;
+  }
+  const Topology& topology() const { return topology_; }
+  const Groups& groups() const { return groups_; }
+  const GroupSpec& grouping() const { return grouping_; }
 
   // The algorithm a verb would run: an explicit request, else PARO_ALGO, else the automatic choice.
-  Algorithm resolve(Collective c, std::size_t full_bytes, Algorithm requested = Algorithm::automatic) const {
+  Algorithm resolve(Collective c, std::size_t full_bytes, Algorithm requested = Algorithm::automatic,
+                    Scope scope = Scope::global) {
     Algorithm a = requested != Algorithm::automatic ? requested : overrides_[c];
-    if (a == Algorithm::automatic) a = policy_.choose(c, size(), full_bytes);
+    if (a == Algorithm::automatic) a = policy_.choose(c, transport(scope).size(), full_bytes);
     detail::require(a != Algorithm::native || Transport::has_native_collectives, name_of(c),
                     ": algorithm native is not available on the ", Transport::name,
                     " backend; allowed here: automatic ring tree");
@@ -61,61 +120,65 @@ class Communicator {
 
   void all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
     const char* what = "all_reduce";
+    Transport& t = scoped(what, o.scope);
     validate_common(what, dt, op);
     const std::size_t bytes = checked_bytes(what, count, dt, 1);
     validate_buffers(what, send, bytes, recv, bytes);
     require_in_place_or_disjoint(what, send, bytes, recv, bytes, recv);
     if (count == 0) return;
-    const Algorithm a = resolve(Collective::all_reduce, bytes, o.algorithm);
-    log::info(t_.rank(), what, " ", name_of(a), " count=", count, " ", name_of(dt), " ", name_of(op),
-              send == recv ? " in-place" : "");
+    const Algorithm a = resolve(Collective::all_reduce, bytes, o.algorithm, o.scope);
+    log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt), " ",
+              name_of(op), send == recv ? " in-place" : "");
     switch (a) {
-      case Algorithm::ring: return algorithms::ring_all_reduce(t_, send, recv, count, dt, op, ring_);
-      case Algorithm::tree: return algorithms::tree_all_reduce(t_, send, recv, count, dt, op);
-      case Algorithm::native: return native([&](auto& t) { algorithms::native_all_reduce(t, send, recv, count, dt, op); });
+      case Algorithm::ring: return algorithms::ring_all_reduce(t, send, recv, count, dt, op, ring_);
+      case Algorithm::tree: return algorithms::tree_all_reduce(t, send, recv, count, dt, op);
+      case Algorithm::native: return native(t, [&](auto& n) { algorithms::native_all_reduce(n, send, recv, count, dt, op); });
       case Algorithm::automatic: break;
     }
   }
 
   void all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
     const char* what = "all_gather";
+    Transport& t = scoped(what, o.scope);
     validate_common(what, dt, ReduceOp::sum);
     const std::size_t block = checked_bytes(what, count, dt, 1);
-    const std::size_t bytes = checked_bytes(what, count, dt, size());
+    const std::size_t bytes = checked_bytes(what, count, dt, t.size());
     validate_buffers(what, send, block, recv, bytes);
-    char* mine = static_cast<char*>(recv) + static_cast<std::size_t>(rank()) * block;
+    char* mine = static_cast<char*>(recv) + static_cast<std::size_t>(t.rank()) * block;
     require_in_place_or_disjoint(what, send, block, recv, bytes, mine);
     if (count == 0) return;
-    const Algorithm a = resolve(Collective::all_gather, bytes, o.algorithm);
-    log::info(t_.rank(), what, " ", name_of(a), " count=", count, " ", name_of(dt), send == mine ? " in-place" : "");
+    const Algorithm a = resolve(Collective::all_gather, bytes, o.algorithm, o.scope);
+    log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt),
+              send == mine ? " in-place" : "");
     if (a == Algorithm::native)
-      return native([&](auto& t) { algorithms::native_all_gather(t, send, recv, count, dt); });
-    t_.copy(mine, send, block);
+      return native(t, [&](auto& n) { algorithms::native_all_gather(n, send, recv, count, dt); });
+    t.copy(mine, send, block);
     if (a == Algorithm::ring)
-      algorithms::ring_all_gather(t_, recv, algorithms::BlockLayout::uniform(size(), count), dt, ring_);
+      algorithms::ring_all_gather(t, recv, algorithms::BlockLayout::uniform(t.size(), count), dt, ring_);
     else
-      algorithms::bruck_all_gather(t_, recv, count, dt);
+      algorithms::bruck_all_gather(t, recv, count, dt);
   }
 
   void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
     const char* what = "reduce_scatter";
+    Transport& t = scoped(what, o.scope);
     validate_common(what, dt, op);
     const std::size_t block = checked_bytes(what, count, dt, 1);
-    const std::size_t bytes = checked_bytes(what, count, dt, size());
+    const std::size_t bytes = checked_bytes(what, count, dt, t.size());
     validate_buffers(what, send, bytes, recv, block);
-    const char* mine = static_cast<const char*>(send) + static_cast<std::size_t>(rank()) * block;
+    const char* mine = static_cast<const char*>(send) + static_cast<std::size_t>(t.rank()) * block;
     require_in_place_or_disjoint(what, recv, block, send, bytes, mine);
     if (count == 0) return;
-    const Algorithm a = resolve(Collective::reduce_scatter, bytes, o.algorithm);
-    log::info(t_.rank(), what, " ", name_of(a), " count=", count, " ", name_of(dt), " ", name_of(op),
-              recv == mine ? " in-place" : "");
+    const Algorithm a = resolve(Collective::reduce_scatter, bytes, o.algorithm, o.scope);
+    log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt), " ",
+              name_of(op), recv == mine ? " in-place" : "");
     switch (a) {
       case Algorithm::ring:
-        return algorithms::ring_reduce_scatter(t_, send, recv, algorithms::BlockLayout::uniform(size(), count), dt,
+        return algorithms::ring_reduce_scatter(t, send, recv, algorithms::BlockLayout::uniform(t.size(), count), dt,
                                                op, ring_);
-      case Algorithm::tree: return algorithms::tree_reduce_scatter(t_, send, recv, count, dt, op);
+      case Algorithm::tree: return algorithms::tree_reduce_scatter(t, send, recv, count, dt, op);
       case Algorithm::native:
-        return native([&](auto& t) { algorithms::native_reduce_scatter(t, send, recv, count, dt, op); });
+        return native(t, [&](auto& n) { algorithms::native_reduce_scatter(n, send, recv, count, dt, op); });
       case Algorithm::automatic: break;
     }
   }
@@ -139,14 +202,33 @@ class Communicator {
   AlgorithmOverrides overrides_;
   algorithms::SelectionPolicy policy_;
   algorithms::RingParams ring_;
+  Topology topology_;
+  Groups groups_;
+  GroupSpec grouping_;
+  Transport intra_, inter_;
+  std::map<Level, Transport> levels_;
+
+  const Topology& checked(const Topology& topo) const {
+    detail::require(topo.size() == t_.size(), "Communicator: the topology describes ", topo.size(),
+                    " ranks but the transport has ", t_.size());
+    topo.validate();
+    return topo;
+  }
+
+  Transport& scoped(const char* what, Scope s) {
+    detail::require(s == Scope::global || s == Scope::intra || s == Scope::inter, what, ": invalid Scope value ",
+                    static_cast<int>(s), "; allowed: global intra inter");
+    Transport& t = transport(s);
+    detail::require(t.size() > 0, what, ": the communicator is empty (a split with a negative color)");
+    return t;
+  }
 
   template <class F>
-  void native(F&& f) {
-    if constexpr (Transport::has_native_collectives) f(t_);
+  static void native(Transport& t, F&& f) {
+    if constexpr (Transport::has_native_collectives) f(t);
   }
 
   void validate_common(const char* what, DataType dt, ReduceOp op) const {
-    detail::require(size() > 0, what, ": the communicator is empty (a split with a negative color)");
     try {
       validate(dt);
       validate(op);

@@ -1,0 +1,128 @@
+#pragma once
+// PARO_EMULATE: a cluster tree for ranks that all run on one machine, so that every grouping can be
+// tested and benchmarked anywhere.
+//
+//   pods=P,switches=S,nodes=N,ranks=R[,order=block|cyclic]
+//
+// S switches per pod, N nodes per switch, R ranks per node; R may be a ':'-separated list with one count
+// per node (uneven nodes, e.g. nodes=2,ranks=3:5). Omitted: pods, switches and nodes default to 1 and
+// ranks to the communicator size divided evenly. order=cyclic numbers ranks round-robin over the nodes
+// (as `mpirun --map-by node` does), so the ranks of a node are not contiguous.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "paro/core/env.hpp"
+#include "paro/core/error.hpp"
+#include "paro/topology/topology.hpp"
+
+namespace paro::topology {
+
+struct EmulationSpec {
+  int pods = 1, switches = 1, nodes = 1;
+  std::vector<int> ranks_per_node;  // empty: even split of the communicator; one value: every node; else per node
+  bool cyclic = false;
+  std::string text;
+
+  int total_nodes() const { return pods * switches * nodes; }
+
+  static EmulationSpec parse(std::string_view text) {
+    EmulationSpec s;
+    s.text = std::string(text);
+    auto fail = [&](const std::string& why) {
+      throw Error(detail::concat("PARO_EMULATE='", text, "': ", why,
+                                 "; form: pods=P,switches=S,nodes=N,ranks=R[,order=block|cyclic] (R may be a "
+                                 "':'-separated list, one count per node)"));
+    };
+    std::size_t start = 0;
+    while (start < text.size()) {
+      std::size_t end = text.find(',', start);
+      if (end == std::string_view::npos) end = text.size();
+      const std::string_view item = text.substr(start, end - start);
+      start = end + 1;
+      if (item.empty()) continue;
+      const std::size_t eq = item.find('=');
+      if (eq == std::string_view::npos) fail(detail::concat("'", item, "' is not key=value"));
+      const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+      auto count = [&](std::string_view v) {
+        try {
+          return static_cast<int>(env::parse_integer(v, key, 1, 1 << 20));
+        } catch (const Error&) {
+          fail(detail::concat(key, "='", v, "' is not a positive integer"));
+        }
+        return 0;
+      };
+      if (key == "pods") s.pods = count(value);
+      else if (key == "switches") s.switches = count(value);
+      else if (key == "nodes") s.nodes = count(value);
+      else if (key == "ranks") {
+        for (std::size_t p = 0; p <= value.size();) {
+          std::size_t q = value.find(':', p);
+          if (q == std::string_view::npos) q = value.size();
+          s.ranks_per_node.push_back(count(value.substr(p, q - p)));
+          p = q + 1;
+        }
+      } else if (key == "order") {
+        if (value == "cyclic") s.cyclic = true;
+        else if (value != "block") fail(detail::concat("order='", value, "' is not one of: block cyclic"));
+      } else {
+        fail(detail::concat("unknown key '", key, "'; allowed: pods switches nodes ranks order"));
+      }
+    }
+    if (s.ranks_per_node.size() > 1 && static_cast<int>(s.ranks_per_node.size()) != s.total_nodes())
+      fail(detail::concat("ranks lists ", s.ranks_per_node.size(), " counts but there are ", s.total_nodes(), " nodes"));
+    return s;
+  }
+
+  // Ranks per node for a communicator of n ranks.
+  std::vector<int> counts_for(int n) const {
+    const int nodes_total = total_nodes();
+    std::vector<int> counts(static_cast<std::size_t>(nodes_total));
+    if (ranks_per_node.empty()) {
+      detail::require(n % nodes_total == 0, "PARO_EMULATE='", text, "': ", n, " ranks do not split evenly over ",
+                      nodes_total, " nodes; give ranks=R or a per-node list");
+      std::fill(counts.begin(), counts.end(), n / nodes_total);
+    } else if (ranks_per_node.size() == 1) {
+      std::fill(counts.begin(), counts.end(), ranks_per_node[0]);
+    } else {
+      counts = ranks_per_node;
+    }
+    int total = 0;
+    for (int c : counts) total += c;
+    detail::require(total == n, "PARO_EMULATE='", text, "' describes ", total, " ranks but the communicator has ", n);
+    return counts;
+  }
+
+  Topology place(int n) const {
+    const std::vector<int> counts = counts_for(n);
+    std::vector<int> node_of(static_cast<std::size_t>(n));
+    if (!cyclic) {
+      int r = 0;
+      for (std::size_t k = 0; k < counts.size(); ++k)
+        for (int i = 0; i < counts[k]; ++i) node_of[static_cast<std::size_t>(r++)] = static_cast<int>(k);
+    } else {
+      std::vector<int> left = counts;
+      std::size_t k = 0;
+      for (int r = 0; r < n; ++r) {
+        while (left[k] == 0) k = (k + 1) % left.size();
+        node_of[static_cast<std::size_t>(r)] = static_cast<int>(k);
+        --left[k];
+        k = (k + 1) % left.size();
+      }
+    }
+    Topology t;
+    std::vector<int> next_local(counts.size(), 0);
+    for (int r = 0; r < n; ++r) {
+      const int k = node_of[static_cast<std::size_t>(r)];
+      const int sw = k / nodes, pod = sw / switches;
+      t.ranks.push_back({detail::concat("pod", pod), detail::concat("sw", sw), detail::concat("n", k),
+                         next_local[static_cast<std::size_t>(k)]++, -1});
+    }
+    for (const char* fact : {"node", "local", "switch", "pod"}) t.sources[fact] = "PARO_EMULATE";
+    t.known_levels = {Level::node, Level::switch_, Level::pod};
+    return t;
+  }
+};
+
+}  // namespace paro::topology

@@ -1,0 +1,143 @@
+#pragma once
+// PARO_TOPO_FILE: a JSON description of the cluster, the first source of discovery.
+//
+//   {
+//     "hosts": [ {"name": "gpu01", "switch": "leaf1", "pod": "podA"}, ... ],   switch and pod optional
+//     "ranks": ["gpu01", "gpu01", "gpu02", ...],    optional: the host of each rank, by rank
+//     "links": {"node": {"gbps": 300, "latency_us": 0.5}, "switch": {...}, "pod": {...}}   optional
+//   }
+//
+// Without "ranks", a rank's host comes from the next sources (launcher, Slurm, host identity) and must be
+// listed in "hosts". Parsing needs nlohmann-json (Debian: nlohmann-json3-dev); errors name the file, the
+// line and column, or the field, and the allowed values.
+
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "paro/core/error.hpp"
+#include "paro/topology/topology.hpp"
+
+#if __has_include(<nlohmann/json.hpp>)
+#include <nlohmann/json.hpp>
+#define PARO_HAVE_JSON 1
+#endif
+
+namespace paro::topology {
+
+struct HostEntry {
+  std::string switch_name;  // empty: not given
+  std::string pod;
+};
+
+struct TopologyFile {
+  std::string path;
+  std::map<std::string, HostEntry> hosts;
+  std::vector<std::string> rank_hosts;  // empty: not given
+  std::map<Level, LinkSpec> links;
+
+  bool gives_switch() const {
+    for (auto& [name, h] : hosts)
+      if (!h.switch_name.empty()) return true;
+    return false;
+  }
+  bool gives_pod() const {
+    for (auto& [name, h] : hosts)
+      if (!h.pod.empty()) return true;
+    return false;
+  }
+
+  static TopologyFile parse_text(const std::string& text, const std::string& path) {
+#ifdef PARO_HAVE_JSON
+    using nlohmann::json;
+    auto fail = [&](const std::string& field, const std::string& why) -> void {
+      throw Error(detail::concat("PARO_TOPO_FILE '", path, "': ", field, ": ", why));
+    };
+    json doc;
+    try {
+      doc = json::parse(text);
+    } catch (const json::parse_error& e) {
+      std::size_t line = 1, column = 1;
+      for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+        if (text[i] == '\n') {
+          ++line;
+          column = 1;
+        } else {
+          ++column;
+        }
+      }
+      throw Error(detail::concat("PARO_TOPO_FILE '", path, "': line ", line, ", column ", column,
+                                 ": not valid JSON (", e.what(), ")"));
+    }
+    TopologyFile f;
+    f.path = path;
+    if (!doc.is_object()) fail("top level", "expected an object with \"hosts\" (and optional \"ranks\", \"links\")");
+    for (auto& [key, value] : doc.items())
+      if (key != "hosts" && key != "ranks" && key != "links")
+        fail(key, "unknown field; allowed: hosts ranks links");
+    if (!doc.contains("hosts") || !doc["hosts"].is_array() || doc["hosts"].empty())
+      fail("hosts", "expected a non-empty array of {\"name\", \"switch\", \"pod\"}");
+    const json& hosts = doc["hosts"];
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const json& h = hosts[i];
+      const std::string where = detail::concat("hosts[", i, "]");
+      if (!h.is_object()) fail(where, "expected an object");
+      for (auto& [key, value] : h.items())
+        if (key != "name" && key != "switch" && key != "pod") fail(where + "." + key, "unknown field; allowed: name switch pod");
+      for (const char* key : {"name", "switch", "pod"})
+        if (h.contains(key) && !h[key].is_string()) fail(where + "." + key, "expected a string");
+      if (!h.contains("name") || h["name"].get<std::string>().empty()) fail(where + ".name", "missing host name");
+      const std::string name = h["name"].get<std::string>();
+      HostEntry e{h.value("switch", std::string()), h.value("pod", std::string())};
+      if (!f.hosts.emplace(name, e).second) fail(where + ".name", "host '" + name + "' is listed twice");
+    }
+    if (doc.contains("ranks")) {
+      const json& ranks = doc["ranks"];
+      if (!ranks.is_array()) fail("ranks", "expected an array of host names, one per rank");
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        if (!ranks[i].is_string()) fail(detail::concat("ranks[", i, "]"), "expected a host name");
+        const std::string host = ranks[i].get<std::string>();
+        if (!f.hosts.count(host)) fail(detail::concat("ranks[", i, "]"), "host '" + host + "' is not in \"hosts\"");
+        f.rank_hosts.push_back(host);
+      }
+    }
+    if (doc.contains("links")) {
+      const json& links = doc["links"];
+      if (!links.is_object()) fail("links", "expected an object keyed by level");
+      for (auto& [key, value] : links.items()) {
+        std::optional<Level> level;
+        for (Level l : all_levels)
+          if (key == name_of(l)) level = l;
+        if (!level) fail("links." + key, "unknown level; allowed: node switch pod");
+        LinkSpec spec;
+        for (auto& [field, number] : value.items()) {
+          if (!number.is_number() || number.get<double>() < 0)
+            fail("links." + key + "." + field, "expected a non-negative number");
+          if (field == "gbps") spec.gbps = number.get<double>();
+          else if (field == "latency_us") spec.latency_us = number.get<double>();
+          else fail("links." + key + "." + field, "unknown field; allowed: gbps latency_us");
+        }
+        f.links[*level] = spec;
+      }
+    }
+    return f;
+#else
+    (void)text;
+    throw Error(detail::concat("PARO_TOPO_FILE '", path,
+                               "': reading topology files needs nlohmann-json (Debian: nlohmann-json3-dev)"));
+#endif
+  }
+
+  static TopologyFile load(const std::string& path) {
+    std::ifstream in(path);
+    detail::require(static_cast<bool>(in), "PARO_TOPO_FILE '", path, "': cannot open the file");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return parse_text(text.str(), path);
+  }
+};
+
+}  // namespace paro::topology
