@@ -68,6 +68,47 @@ TEST(MpiSplit, ParitySubCommunicatorsReduceIndependently) {
   EXPECT_EQ(sub.size(), (comm.size() + 1 - r % 2) / 2);
 }
 
+// Scoped collectives on groups of 2 (the last one smaller for odd rank counts) and their rails.
+class MpiScoped : public ::testing::TestWithParam<paro::Scope> {};
+
+TEST_P(MpiScoped, EveryCollectiveIsExact) {
+  paro::CommunicatorConfig config;
+  config.group = paro::GroupSpec::custom(2, /*allow_uneven=*/true);
+  MpiComm comm(paro::mpi::Transport::world(), config);
+  std::vector<std::string> failures;
+  for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
+    for (auto algo : {Algorithm::ring, Algorithm::tree, Algorithm::native})
+      for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 100}, GetParam())) failures.push_back(f);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mpi, MpiScoped, ::testing::Values(paro::Scope::intra, paro::Scope::inter));
+
+// Without Slurm variables, mpirun's ranks share one machine: MPI_COMM_TYPE_SHARED names the node and
+// Open MPI's local ranks order it. Under tests/slurm_env.sh: 4 nodes, 2 leaf switches, one pod.
+TEST(MpiTopology, DiscoveredFromTheLauncher) {
+  const paro::Topology& t = world().topology();
+  if (!paro::env::get("SLURM_TOPOLOGY_ADDR")) {
+    EXPECT_EQ(t.source("node"), "MPI_COMM_TYPE_SHARED");
+    EXPECT_EQ(t.source("local"), "OMPI_COMM_WORLD_LOCAL_RANK");
+    EXPECT_EQ(world().groups().members.size(), 1u);
+    return;
+  }
+  ASSERT_EQ(world().size(), 8) << "slurm_env.sh describes 8 ranks";
+  EXPECT_EQ(t.source("node"), "SLURM_TOPOLOGY_ADDR");
+  EXPECT_EQ(t.source("local"), "SLURM_LOCALID");
+  EXPECT_EQ(t.source("switch"), "SLURM_TOPOLOGY_ADDR");
+  EXPECT_EQ(t.ranks[5].node, "node2");
+  EXPECT_EQ(t.ranks[5].switch_name, "leaf1");
+  EXPECT_EQ(t.ranks[5].pod, "top");
+  paro::CommunicatorConfig config;
+  config.group = paro::GroupSpec::by(paro::Level::switch_);
+  MpiComm by_switch(paro::mpi::Transport::world(), config);
+  EXPECT_EQ(by_switch.groups().members, (std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  auto failures = paro::testing::run_matrix(by_switch, Collective::all_reduce, Algorithm::ring, {1, 100}, paro::Scope::intra);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -22,11 +22,13 @@ struct Case {
   ReduceOp op = ReduceOp::sum;
   std::size_t count = 0;  // per-rank block for all_gather / reduce_scatter, whole buffer for all_reduce
   bool in_place = false;
+  Scope scope = Scope::global;
 };
 
 inline std::string describe(const Case& c, int ranks) {
-  return detail::concat(name_of(c.coll), " algo=", name_of(c.algo), " ranks=", ranks, " ", name_of(c.dt), " ",
-                        name_of(c.op), " count=", c.count, c.in_place ? " in-place" : " out-of-place");
+  return detail::concat(name_of(c.coll), " algo=", name_of(c.algo), " scope=", name_of(c.scope), " ranks=", ranks,
+                        " ", name_of(c.dt), " ", name_of(c.op), " count=", c.count,
+                        c.in_place ? " in-place" : " out-of-place");
 }
 
 inline bool is_signed(DataType dt) { return dt != DataType::u8; }
@@ -96,10 +98,10 @@ struct CheckResult {
   std::string report;     // the case and the first few wrong elements; empty when all are right
 };
 
-// Runs one case on this rank and checks this rank's buffers.
+// Runs one case on this rank and checks this rank's buffers. Ranks are numbered within the case's scope.
 template <class Transport>
 CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
-  const int n = comm.size(), r = comm.rank();
+  const int n = comm.transport(c.scope).size(), r = comm.transport(c.scope).rank();
   return visit_data_type(c.dt, [&](auto tag) -> CheckResult {
     using T = decltype(tag);
     const std::size_t block = c.count, full = c.count * static_cast<std::size_t>(c.coll == Collective::all_reduce ? 1 : n);
@@ -107,7 +109,7 @@ CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
     const std::size_t out_count = c.coll == Collective::reduce_scatter ? block : full;
     std::vector<T> input(in_count), output(out_count, element<T>(99));
     fill_inputs(input.data(), in_count, c.dt, c.op, r, c.coll == Collective::all_gather ? static_cast<std::size_t>(r) * block : 0);
-    const Options opts{c.algo};
+    const Options opts{c.algo, c.scope};
     T* send = input.data();
     T* recv = output.data();
     std::vector<T> shared;  // the one buffer of an in-place call
@@ -167,14 +169,14 @@ std::string run_case(Communicator<Transport>& comm, const Case& c) {
 // counts, in place and out of place. Returns the failure descriptions of this rank.
 template <class Transport>
 std::vector<std::string> run_matrix(Communicator<Transport>& comm, Collective coll, Algorithm algo,
-                                    const std::vector<std::size_t>& counts) {
+                                    const std::vector<std::size_t>& counts, Scope scope = Scope::global) {
   std::vector<std::string> failures;
   for (DataType dt : all_data_types) {
     for (ReduceOp op : all_reduce_ops) {
       if (coll == Collective::all_gather && op != ReduceOp::sum) continue;
       for (std::size_t count : counts) {
         for (bool in_place : {false, true}) {
-          std::string f = run_case(comm, Case{coll, algo, dt, op, count, in_place});
+          std::string f = run_case(comm, Case{coll, algo, dt, op, count, in_place, scope});
           if (!f.empty()) failures.push_back(std::move(f));
         }
       }

@@ -215,40 +215,55 @@ inline std::pair<std::vector<std::string>, std::string> resolve_nodes(const std:
   return {names, "hostname + boot id"};
 }
 
-// Local index per rank: the first launcher variable whose values are 0..k-1 on every node, else rank order.
+// Local index per rank: the rank's position on its node, ordered by the first launcher variable that is
+// consistent (distinct values on every node, below the node-size variable), else by rank. Launcher
+// variables describe MPI_COMM_WORLD, so on a sub-communicator a node may hold only some of the values.
 inline std::pair<std::vector<int>, std::string> resolve_locals(const std::vector<LocalFacts>& facts,
                                                                const std::vector<std::string>& node, int rank_for_log) {
   const std::size_t n = facts.size();
   std::map<std::string, int> node_size;
   for (auto& name : node) ++node_size[name];
+  auto positions = [&](const std::vector<int>& order_key) {
+    std::map<std::string, std::vector<std::pair<int, std::size_t>>> by_node;
+    for (std::size_t r = 0; r < n; ++r) by_node[node[r]].push_back({order_key[r], r});
+    std::vector<int> local(n);
+    for (auto& [name, list] : by_node) {
+      std::sort(list.begin(), list.end());
+      for (std::size_t i = 0; i < list.size(); ++i) local[list[i].second] = static_cast<int>(i);
+    }
+    return local;
+  };
   std::string first_problem;
   for (const auto& lv : launcher_locals) {
     auto values = everywhere(facts, lv.local);
     if (!values) continue;
-    std::vector<int> local(n);
-    std::map<std::string, std::set<int>> seen;
+    std::vector<int> key(n);
+    std::map<std::string, std::map<int, std::size_t>> seen;
     std::string problem;
     for (std::size_t r = 0; r < n && problem.empty(); ++r) {
-      local[r] = parse_index((*values)[r], lv.local, r);
-      const int k = node_size[node[r]];
-      if (local[r] >= k || !seen[node[r]].insert(local[r]).second)
-        problem = detail::concat(lv.local, " gives rank ", r, " local index ", local[r], " on node '", node[r],
-                                 "', which has ", k, " ranks; expected each of 0..", k - 1, " once");
+      key[r] = parse_index((*values)[r], lv.local, r);
+      auto [it, fresh] = seen[node[r]].emplace(key[r], r);
+      if (!fresh)
+        problem = detail::concat(lv.local, " gives ranks ", it->second, " and ", r, " the same local index ", key[r],
+                                 " on node '", node[r], "'");
       if (problem.empty() && lv.size)
-        if (auto size = facts[r].get(lv.size); size && parse_index(*size, lv.size, r) != k)
-          problem = detail::concat(lv.size, "=", *size, " on rank ", r, " but node '", node[r], "' has ", k, " ranks");
+        if (auto size = facts[r].get(lv.size)) {
+          const int k = parse_index(*size, lv.size, r);
+          if (key[r] >= k || node_size[node[r]] > k)
+            problem = detail::concat(lv.size, "=", k, " on rank ", r, " but its ", lv.local, " is ", key[r],
+                                     " and node '", node[r], "' has ", node_size[node[r]], " ranks");
+        }
     }
     if (problem.empty()) {
       if (!first_problem.empty()) log::warn(rank_for_log, "topology: ignoring ", first_problem, "; using ", lv.local);
-      return {local, lv.local};
+      return {positions(key), lv.local};
     }
     if (first_problem.empty()) first_problem = problem;
   }
   detail::require(first_problem.empty(), "topology: contradictory sources: ", first_problem);
-  std::vector<int> local(n);
-  std::map<std::string, int> next;
-  for (std::size_t r = 0; r < n; ++r) local[r] = next[node[r]]++;
-  return {local, "rank order within the node"};
+  std::vector<int> by_rank(n);
+  for (std::size_t r = 0; r < n; ++r) by_rank[r] = static_cast<int>(r);
+  return {positions(by_rank), "rank order within the node"};
 }
 
 }  // namespace detail_discovery

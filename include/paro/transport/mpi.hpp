@@ -210,6 +210,17 @@ class Transport : public HostMemory {
     requests.clear();
   }
 
+  // The lowest rank that shares this rank's memory (MPI_COMM_TYPE_SHARED): a host identity for discovery.
+  int shared_memory_id() {
+    MPI_Comm shared = MPI_COMM_NULL;
+    detail::check(MPI_Comm_split_type(comm(), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shared),
+                  "MPI_Comm_split_type");
+    int id = rank_;
+    detail::check(MPI_Allreduce(MPI_IN_PLACE, &id, 1, MPI_INT, MPI_MIN, shared), "MPI_Allreduce");
+    MPI_Comm_free(&shared);
+    return id;
+  }
+
   // A negative color gives an empty Transport (MPI_UNDEFINED).
   Transport split(int color, int key) {
     MPI_Comm out = MPI_COMM_NULL;
