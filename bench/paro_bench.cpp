@@ -42,6 +42,9 @@ struct Settings {
   int iters = 20, warmup = 5, check = 1;
   std::string dtypes = "float", ops = "sum";
   std::string json_path;
+  std::string emulate;  // PARO_EMULATE for this run; threads default: nodes=2 (2 x t/2) when t is even
+  std::string group;    // PARO_GROUP for this run
+  std::string scope = "global";
 };
 
 struct Row {
@@ -73,7 +76,8 @@ template <class Transport>
 class Bench {
  public:
   Bench(paro::Communicator<Transport>& comm, const Settings& s, Collective coll, std::vector<Algorithm> algos)
-      : comm_(comm), s_(s), coll_(coll), algos_(std::move(algos)) {}
+      : comm_(comm), s_(s), coll_(coll), algos_(std::move(algos)), scope_(paro::parse_scope(s.scope)),
+        t_(comm.transport(scope_)) {}
 
   // Returns the number of wrong elements over all ranks, sizes and algorithms. Algorithms are measured
   // interleaved, size by size, so that drift on a shared machine hits them alike; the tables follow.
@@ -129,13 +133,15 @@ class Bench {
   const Settings& s_;
   Collective coll_;
   std::vector<Algorithm> algos_;
+  paro::Scope scope_;
+  Transport& t_;  // the ranks of the chosen scope, which the sizes and busbw refer to
   std::vector<DataType> dtypes_;
   std::vector<ReduceOp> ops_;
 
   // Sizes from -b to -e by factor -f, each rounded down to a whole number of elements per rank.
   std::vector<std::size_t> sizes(DataType dt) const {
     const std::size_t lo = paro::env::parse_bytes(s_.min_bytes, "-b"), hi = paro::env::parse_bytes(s_.max_bytes, "-e");
-    const std::size_t unit = paro::size_of(dt) * static_cast<std::size_t>(coll_ == Collective::all_reduce ? 1 : comm_.size());
+    const std::size_t unit = paro::size_of(dt) * static_cast<std::size_t>(coll_ == Collective::all_reduce ? 1 : t_.size());
     std::vector<std::size_t> out;
     for (double b = static_cast<double>(lo); b <= static_cast<double>(hi); b *= s_.factor) {
       const std::size_t rounded = static_cast<std::size_t>(b) / unit * unit;
@@ -146,7 +152,7 @@ class Bench {
   }
 
   Row measure(Algorithm algo, DataType dt, ReduceOp op, std::size_t bytes) {
-    const int n = comm_.size(), r = comm_.rank();
+    const int n = t_.size(), r = t_.rank();
     const std::size_t esize = paro::size_of(dt), total = bytes / esize;
     const std::size_t count = coll_ == Collective::all_reduce ? total : total / static_cast<std::size_t>(n);
     const std::size_t in_count = coll_ == Collective::all_gather ? count : total;
@@ -157,7 +163,7 @@ class Bench {
     for (int placement = 0; placement < 2; ++placement) {
       const bool in_place = placement == 1;
       if (s_.check) {
-        auto result = paro::testing::check_case(comm_, {coll_, algo, dt, op, count, in_place});
+        auto result = paro::testing::check_case(comm_, {coll_, algo, dt, op, count, in_place, scope_});
         row.wrong[placement] = sum_over_ranks(result.wrong);
         if (result.wrong) std::fprintf(stderr, "%s\n", result.report.c_str());
       }
@@ -167,9 +173,9 @@ class Bench {
       if (in_place) paro::testing::fill_inputs(coll_ == Collective::all_gather ? block : shared.data(), in_count, dt, op, r, coll_ == Collective::all_gather ? r * count : 0);
       auto once = [&] {
         switch (coll_) {
-          case Collective::all_reduce: return comm_.all_reduce(in, out, count, dt, op, {algo});
-          case Collective::all_gather: return comm_.all_gather(in, out, count, dt, {algo});
-          case Collective::reduce_scatter: return comm_.reduce_scatter(in, out, count, dt, op, {algo});
+          case Collective::all_reduce: return comm_.all_reduce(in, out, count, dt, op, {algo, scope_});
+          case Collective::all_gather: return comm_.all_gather(in, out, count, dt, {algo, scope_});
+          case Collective::reduce_scatter: return comm_.reduce_scatter(in, out, count, dt, op, {algo, scope_});
         }
       };
       for (int i = 0; i < s_.warmup; ++i) once();
@@ -201,7 +207,7 @@ class Bench {
   double algbw(const Row& row, int p) const {
     return row.time_us[p] > 0 ? static_cast<double>(row.bytes) / row.time_us[p] / 1e3 : 0;
   }
-  double busbw(const Row& row, int p) const { return algbw(row, p) * bus_factor(coll_, comm_.size()); }
+  double busbw(const Row& row, int p) const { return algbw(row, p) * bus_factor(coll_, t_.size()); }
 
   // Every algorithm's busbw over the reference's (native where measured, else the first), size by size.
   void print_ratios(const std::vector<std::vector<Row>>& rows) const {
@@ -230,13 +236,13 @@ class Bench {
   nlohmann::json record(Algorithm algo, const Row& row, int p) const {
     const bool in_place = p == 1;
     nlohmann::json j = {{"coll", paro::name_of(coll_)}, {"algo", paro::name_of(algo)},
-                        {"backend", Transport::name}, {"ranks", comm_.size()},
+                        {"backend", Transport::name}, {"ranks", t_.size()}, {"scope", paro::name_of(scope_)},
                         {"bytes", row.bytes}, {"count", row.count},
                         {"dtype", paro::name_of(row.dt)}, {"op", coll_ == Collective::all_gather ? "none" : paro::name_of(row.op)},
                         {"inplace", in_place}, {"time_us", row.time_us[p]},
                         {"algbw_gbps", algbw(row, p)}, {"busbw_gbps", busbw(row, p)},
                         {"wrong", row.wrong[p]}};
-    if (algo == Algorithm::automatic) j["picked"] = paro::name_of(comm_.resolve(coll_, row.bytes));
+    if (algo == Algorithm::automatic) j["picked"] = paro::name_of(comm_.resolve(coll_, row.bytes, algo, scope_));
     return j;
   }
 
@@ -245,10 +251,14 @@ class Bench {
     gethostname(host, sizeof host - 1);
     std::printf("# paro-bench %s backend %s nRanks %d minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d "
                 "iters: %d validation: %d\n#\n# Using ranks\n",
-                paro::name_of(coll_), Transport::name, comm_.size(), paro::env::parse_bytes(s_.min_bytes, "-b"),
+                paro::name_of(coll_), Transport::name, t_.size(), paro::env::parse_bytes(s_.min_bytes, "-b"),
                 paro::env::parse_bytes(s_.max_bytes, "-e"), s_.factor, s_.warmup, s_.iters, s_.check);
     std::printf("#  Rank %2d Pid %6d on %10s backend %s (%d ranks)\n", 0, static_cast<int>(getpid()), host,
                 Transport::name, comm_.size());
+    const paro::Topology& topo = comm_.topology();
+    std::printf("# Topology: %zu groups by %s (node from %s); scope %s: %d ranks per collective\n",
+                comm_.groups().members.size(), comm_.grouping().describe().c_str(), topo.source("node").c_str(),
+                paro::name_of(scope_), t_.size());
   }
 
   static void print_table_header() {
@@ -278,6 +288,13 @@ class Bench {
   }
 };
 
+paro::CommunicatorConfig config_for(const Settings& s) {
+  paro::CommunicatorConfig config;
+  if (!s.emulate.empty()) config.discovery.emulate = s.emulate;
+  if (!s.group.empty()) config.group = paro::GroupSpec::parse(s.group, config.group.allow_uneven);
+  return config;
+}
+
 template <class Transport>
 std::size_t run_on(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
   const Collective coll = paro::parse_collective(s.coll);
@@ -289,7 +306,7 @@ std::size_t run_on(paro::Communicator<Transport>& comm, const Settings& s, nlohm
       algos.push_back(Algorithm::automatic);
     } else {
       algos.push_back(paro::parse_algorithm(a));
-      comm.resolve(coll, 0, algos.back());  // rejects native where the backend has none, before any output
+      comm.resolve(coll, 0, algos.back(), paro::parse_scope(s.scope));  // rejects native where the backend has none
     }
   }
   Bench<Transport> bench(comm, s, coll, algos);
@@ -322,15 +339,20 @@ int main(int argc, char** argv) {
   app.add_option("--coll", s.coll, "all_reduce, all_gather or reduce_scatter")->capture_default_str();
   app.add_option("--algo", s.algos, "algorithms, comma-separated (ring tree native automatic), or all")->capture_default_str();
   app.add_option("--json", s.json_path, "write one JSON record per (algorithm, size, placement) here");
+  app.add_option("--emulate", s.emulate, "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even");
+  app.add_option("--group", s.group, "grouping: node, switch, pod or a size (default: PARO_GROUP, else node)");
+  app.add_option("--scope", s.scope, "global, intra (my group) or inter (my rail)")->capture_default_str()->check(CLI::IsMember({"global", "intra", "inter"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
     nlohmann::json records = nlohmann::json::array();
     std::size_t wrong = 0;
     if (s.backend == "threads") {
+      if (s.emulate.empty() && !paro::env::get("PARO_EMULATE") && s.thread_ranks % 2 == 0) s.emulate = "nodes=2";
+      const paro::CommunicatorConfig config = config_for(s);
       std::mutex m;
       paro::threads::run(s.thread_ranks, [&](paro::threads::Transport t) {
-        paro::Communicator comm(std::move(t));
+        paro::Communicator comm(std::move(t), config);
         nlohmann::json mine = nlohmann::json::array();
         const std::size_t w = run_on(comm, s, mine);
         if (comm.rank() == 0) {
@@ -343,7 +365,7 @@ int main(int argc, char** argv) {
     } else {
 #ifdef PARO_HAVE_MPI
       paro::mpi::Environment env(&argc, &argv);
-      paro::Communicator comm(paro::mpi::Transport::world());
+      paro::Communicator comm(paro::mpi::Transport::world(), config_for(s));
       wrong = run_on(comm, s, records);
       if (comm.rank() == 0) write_json(s, records);
 #else

@@ -266,10 +266,7 @@ class ThreadsScoped : public ::testing::TestWithParam<ScopeParam> {};
 
 TEST_P(ThreadsScoped, EveryCollectiveIsExact) {
   auto [emulate, group, scope] = GetParam();
-  const auto spec = EmulationSpec::parse(emulate);
-  int ranks = 0;  // every spec below gives its ranks per node
-  for (std::size_t k = 0; k < static_cast<std::size_t>(spec.total_nodes()); ++k)
-    ranks += spec.ranks_per_node.size() > 1 ? spec.ranks_per_node[k] : spec.ranks_per_node.at(0);
+  const int ranks = EmulationSpec::parse(emulate).rank_count().value();  // every spec below gives ranks
   std::vector<std::string> failures;
   std::mutex m;
   paro::threads::run(ranks, [&](paro::threads::Transport tr) {

@@ -9,6 +9,7 @@
 // ranks to the communicator size divided evenly. order=cyclic numbers ranks round-robin over the nodes
 // (as `mpirun --map-by node` does), so the ranks of a node are not contiguous.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,15 @@ struct EmulationSpec {
   std::string text;
 
   int total_nodes() const { return pods * switches * nodes; }
+
+  // The rank count the spec describes, where it gives ranks per node.
+  std::optional<int> rank_count() const {
+    if (ranks_per_node.empty()) return std::nullopt;
+    if (ranks_per_node.size() == 1) return ranks_per_node[0] * total_nodes();
+    int total = 0;
+    for (int c : ranks_per_node) total += c;
+    return total;
+  }
 
   static EmulationSpec parse(std::string_view text) {
     EmulationSpec s;
