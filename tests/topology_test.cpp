@@ -76,6 +76,32 @@ TEST(Discovery, LauncherLocalRanksAreUsedAsGiven) {
   EXPECT_EQ(t.host_order(), (std::vector<int>{1, 3, 0, 2, 4, 5}));
 }
 
+// Every launcher's local-rank variable orders the ranks of a node (given here in reverse rank order).
+class LauncherLocals : public ::testing::TestWithParam<paro::topology::LocalVariables> {};
+
+TEST_P(LauncherLocals, OrderTheNode) {
+  const auto vars = GetParam();
+  std::vector<LocalFacts> all;
+  for (int r = 0; r < 3; ++r) {
+    std::map<std::string, std::string> v = {{vars.local, std::to_string(2 - r)}};
+    if (vars.size) v[vars.size] = "3";
+    all.push_back(facts("h", v));
+  }
+  const Topology t = resolve(all, nullptr);
+  EXPECT_EQ(t.source("local"), vars.local);
+  EXPECT_EQ(locals(t), (std::vector<int>{2, 1, 0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Every, LauncherLocals, ::testing::ValuesIn(paro::topology::launcher_locals));
+
+TEST(Discovery, EveryLauncherNodeVariable) {
+  for (const char* var : paro::topology::launcher_nodes) {
+    const Topology t = resolve({facts("h", {{var, "0"}}), facts("h", {{var, "1"}}), facts("h", {{var, "0"}})}, nullptr);
+    EXPECT_EQ(t.source("node"), var);
+    EXPECT_EQ(nodes(t), (std::vector<std::string>{"h", "h#1", "h"}));
+  }
+}
+
 TEST(Discovery, AContradictoryLauncherIsSkippedForAConsistentOne) {
   // mpirun inside one Slurm step: every rank inherits SLURM_LOCALID=0; Open MPI's variables are right.
   std::vector<LocalFacts> all;
