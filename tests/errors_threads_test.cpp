@@ -92,6 +92,29 @@ TEST(Faults, RanksDisagreeingOnCountFailInsteadOfHanging) {
   unsetenv("PARO_TIMEOUT");
 }
 
+TEST(Faults, ParoCheckNamesTheDisagreement) {
+  setenv("PARO_CHECK", "1", 1);
+  auto msg = error_of(3, [](auto& comm) {
+    std::vector<float> x(8);
+    if (comm.rank() == 1) comm.all_reduce(x.data(), x.data(), 8, ReduceOp::max);
+    else comm.all_reduce(x.data(), x.data(), 8, ReduceOp::sum);
+  });
+  EXPECT_CONTAINS(msg, "PARO_CHECK: the ranks of this global call disagree: rank 0 calls all_reduce scope=global");
+  EXPECT_CONTAINS(msg, "rank 1 calls all_reduce scope=global algo=tree count=8 float max");
+  // A zero count on one rank would otherwise return at once there and leave the others waiting.
+  msg = error_of(2, [](auto& comm) {
+    std::vector<float> x(8);
+    comm.all_gather(x.data(), x.data() + comm.rank() * 4, comm.rank() == 0 ? 0 : 4);
+  });
+  EXPECT_CONTAINS(msg, "count=0");
+  EXPECT_EQ(error_of(4, [](auto& comm) {
+              std::vector<float> x(8);
+              comm.all_reduce(x.data(), x.data(), 8, ReduceOp::sum);
+            }),
+            "");
+  unsetenv("PARO_CHECK");
+}
+
 TEST(Faults, APeerThatNeverArrivesTimesOut) {
   setenv("PARO_TIMEOUT", "0.5", 1);
   auto msg = error_of(3, [](auto& comm) {

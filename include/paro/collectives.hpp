@@ -15,6 +15,7 @@
 // every group). Groups come from the topology (topology/discovery.hpp) and PARO_GROUP (topology/grouping.hpp).
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -80,6 +81,7 @@ class Communicator {
         overrides_(AlgorithmOverrides::from_env()),
         policy_(algorithms::SelectionPolicy::from_env()),
         ring_(algorithms::RingParams::from_env()),
+        check_signatures_(env::integer_or("PARO_CHECK", 0, 0, 1) == 1),
         topology_(config.topology ? std::move(*config.topology) : topology::discover(t_, config.discovery)),
         groups_(Groups::make(checked(topology_), config.group)),
         grouping_(config.group) {
@@ -125,8 +127,9 @@ class Communicator {
     const std::size_t bytes = checked_bytes(what, count, dt, 1);
     validate_buffers(what, send, bytes, recv, bytes);
     require_in_place_or_disjoint(what, send, bytes, recv, bytes, recv);
-    if (count == 0) return;
     const Algorithm a = resolve(Collective::all_reduce, bytes, o.algorithm, o.scope);
+    check_agreement(t, Collective::all_reduce, o.scope, a, count, dt, op);
+    if (count == 0) return;
     log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt), " ",
               name_of(op), send == recv ? " in-place" : "");
     switch (a) {
@@ -146,8 +149,9 @@ class Communicator {
     validate_buffers(what, send, block, recv, bytes);
     char* mine = static_cast<char*>(recv) + static_cast<std::size_t>(t.rank()) * block;
     require_in_place_or_disjoint(what, send, block, recv, bytes, mine);
-    if (count == 0) return;
     const Algorithm a = resolve(Collective::all_gather, bytes, o.algorithm, o.scope);
+    check_agreement(t, Collective::all_gather, o.scope, a, count, dt, ReduceOp::sum);
+    if (count == 0) return;
     log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt),
               send == mine ? " in-place" : "");
     if (a == Algorithm::native)
@@ -168,8 +172,9 @@ class Communicator {
     validate_buffers(what, send, bytes, recv, block);
     const char* mine = static_cast<const char*>(send) + static_cast<std::size_t>(t.rank()) * block;
     require_in_place_or_disjoint(what, recv, block, send, bytes, mine);
-    if (count == 0) return;
     const Algorithm a = resolve(Collective::reduce_scatter, bytes, o.algorithm, o.scope);
+    check_agreement(t, Collective::reduce_scatter, o.scope, a, count, dt, op);
+    if (count == 0) return;
     log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt), " ",
               name_of(op), recv == mine ? " in-place" : "");
     switch (a) {
@@ -202,6 +207,7 @@ class Communicator {
   AlgorithmOverrides overrides_;
   algorithms::SelectionPolicy policy_;
   algorithms::RingParams ring_;
+  bool check_signatures_;
   Topology topology_;
   Groups groups_;
   GroupSpec grouping_;
@@ -221,6 +227,30 @@ class Communicator {
     Transport& t = transport(s);
     detail::require(t.size() > 0, what, ": the communicator is empty (a split with a negative color)");
     return t;
+  }
+
+  // PARO_CHECK=1: before a call, the ranks of its scope exchange what they are about to do, so that ranks
+  // calling different collectives, counts, types, ops or algorithms get one error each instead of a hang
+  // or garbage. Costs one small all-gather per call.
+  void check_agreement(Transport& t, Collective c, Scope s, Algorithm a, std::size_t count, DataType dt, ReduceOp op) {
+    if (!check_signatures_) return;
+    constexpr std::size_t fields = 6;
+    const std::int64_t mine[fields] = {static_cast<std::int64_t>(c), static_cast<std::int64_t>(s),
+                                       static_cast<std::int64_t>(a), static_cast<std::int64_t>(count),
+                                       static_cast<std::int64_t>(dt), static_cast<std::int64_t>(op)};
+    std::vector<std::int64_t> all(fields * static_cast<std::size_t>(t.size()));
+    std::copy(mine, mine + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(t.rank())));
+    algorithms::bruck_all_gather(t, all.data(), fields, DataType::i64);
+    auto describe = [&](int r) {
+      const std::int64_t* f = all.data() + fields * static_cast<std::size_t>(r);
+      return detail::concat(name_of(static_cast<Collective>(f[0])), " scope=", name_of(static_cast<Scope>(f[1])),
+                            " algo=", name_of(static_cast<Algorithm>(f[2])), " count=", f[3], " ",
+                            name_of(static_cast<DataType>(f[4])), " ", name_of(static_cast<ReduceOp>(f[5])));
+    };
+    for (int r = 1; r < t.size(); ++r)
+      detail::require(std::equal(all.begin(), all.begin() + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(r))),
+                      "PARO_CHECK: the ranks of this ", name_of(s), " call disagree: rank 0 calls ", describe(0),
+                      ", rank ", r, " calls ", describe(r));
   }
 
   template <class F>
