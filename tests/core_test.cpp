@@ -137,8 +137,23 @@ TEST(Parse, Bytes) {
   EXPECT_EQ(paro::env::parse_bytes("64K", "x"), 65536u);
   EXPECT_EQ(paro::env::parse_bytes("16m", "x"), 16u << 20);
   EXPECT_EQ(paro::env::parse_bytes("1G", "x"), 1u << 30);
-  for (const char* bad : {"", "K", "12X", "-1", "1KB", "1.5M"})
+  for (const char* bad : {"", "K", "12X", "-1", "1KB", "1.5M", "99999999999999999999", "20000000000G"})
     EXPECT_THROW(paro::env::parse_bytes(bad, "x"), paro::Error) << bad;
+}
+
+TEST(Parse, TimeoutsMustBeFiniteSeconds) {
+  EXPECT_EQ(paro::env::parse_seconds("2.5", "PARO_TIMEOUT"), 2.5);
+  for (const char* bad : {"inf", "nan", "0", "-1", "1e10", "soon"})
+    EXPECT_THROW(paro::env::parse_seconds(bad, "PARO_TIMEOUT"), paro::Error) << bad;
+}
+
+TEST(Reduce, MinAndMaxKeepNaNWhicheverSideItIsOn) {
+  const float nan = std::nanf("");
+  float a[] = {nan, 1.0f}, b[] = {1.0f, nan}, out[2];
+  for (auto op : {paro::ReduceOp::min, paro::ReduceOp::max}) {
+    paro::host_reduce(out, a, b, 2, paro::DataType::f32, op);
+    EXPECT_TRUE(std::isnan(out[0]) && std::isnan(out[1])) << paro::name_of(op);
+  }
 }
 
 TEST(Parse, AlgorithmOverrides) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -283,6 +285,35 @@ TEST(ThreadsDiscovery, RealExchangeAndEmulation) {
     EXPECT_EQ(comm.level(Level::pod).size(), 8);
     EXPECT_EQ(comm.level(Level::node).size(), 2);
   });
+}
+
+TEST(ThreadsDiscovery, SettingsThatDifferBetweenRanksFailOnEveryRank) {
+  for (int variant = 0; variant < 2; ++variant) {
+    std::atomic<int> failed{0};
+    std::string message;
+    std::mutex m;
+    try {
+      paro::threads::run(4, [&](paro::threads::Transport tr) {
+        paro::topology::DiscoveryOptions options;
+        if (variant == 0 && tr.rank() == 3) options.emulate = "nodes=2";       // one rank emulates
+        if (variant == 1 && tr.rank() == 1) options.topo_file = "/nonexistent/topo.json";  // one rank's file is missing
+        try {
+          paro::topology::discover(tr, options);
+        } catch (const paro::Error& e) {
+          ++failed;
+          std::lock_guard<std::mutex> lock(m);
+          message = e.what();
+        }
+      });
+    } catch (const paro::Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+    EXPECT_EQ(failed.load(), 4) << "every rank must get the error";
+    EXPECT_NE(message.find(variant == 0 ? "ranks disagree on PARO_EMULATE: rank 0 has '', rank 3 has 'nodes=2'"
+                                        : "cannot open the file (on rank 1)"),
+              std::string::npos)
+        << message;
+  }
 }
 
 // Scoped collectives: intra (my group) and inter (my rail) on even, uneven, non-contiguous and

@@ -82,7 +82,7 @@ class Communicator {
         policy_(algorithms::SelectionPolicy::from_env()),
         ring_(algorithms::RingParams::from_env()),
         check_signatures_(env::integer_or("PARO_CHECK", 0, 0, 1) == 1),
-        topology_(config.topology ? std::move(*config.topology) : topology::discover(t_, config.discovery)),
+        topology_(config.topology ? std::move(*config.topology) : discover_nonempty(t_, config.discovery)),
         groups_(Groups::make(checked(topology_), config.group)),
         grouping_(config.group) {
     const auto me = static_cast<std::size_t>(rank());
@@ -214,7 +214,13 @@ class Communicator {
   Transport intra_, inter_;
   std::map<Level, Transport> levels_;
 
+  static Topology discover_nonempty(Transport& t, const topology::DiscoveryOptions& options) {
+    detail::require(t.size() > 0, "Communicator: the transport is empty (a split with a negative color)");
+    return topology::discover(t, options);
+  }
+
   const Topology& checked(const Topology& topo) const {
+    detail::require(t_.size() > 0, "Communicator: the transport is empty (a split with a negative color)");
     detail::require(topo.size() == t_.size(), "Communicator: the topology describes ", topo.size(),
                     " ranks but the transport has ", t_.size());
     topo.validate();
@@ -234,10 +240,12 @@ class Communicator {
   // or garbage. Costs one small all-gather per call.
   void check_agreement(Transport& t, Collective c, Scope s, Algorithm a, std::size_t count, DataType dt, ReduceOp op) {
     if (!check_signatures_) return;
-    constexpr std::size_t fields = 6;
-    const std::int64_t mine[fields] = {static_cast<std::int64_t>(c), static_cast<std::int64_t>(s),
-                                       static_cast<std::int64_t>(a), static_cast<std::int64_t>(count),
-                                       static_cast<std::int64_t>(dt), static_cast<std::int64_t>(op)};
+    constexpr std::size_t fields = 8;  // the ring's chunking too: ranks must cut chunks alike
+    const std::int64_t mine[fields] = {static_cast<std::int64_t>(c),     static_cast<std::int64_t>(s),
+                                       static_cast<std::int64_t>(a),     static_cast<std::int64_t>(count),
+                                       static_cast<std::int64_t>(dt),    static_cast<std::int64_t>(op),
+                                       static_cast<std::int64_t>(ring_.chunk_bytes),
+                                       static_cast<std::int64_t>(ring_.window)};
     std::vector<std::int64_t> all(fields * static_cast<std::size_t>(t.size()));
     std::copy(mine, mine + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(t.rank())));
     algorithms::bruck_all_gather(t, all.data(), fields, DataType::i64);
@@ -245,7 +253,8 @@ class Communicator {
       const std::int64_t* f = all.data() + fields * static_cast<std::size_t>(r);
       return detail::concat(name_of(static_cast<Collective>(f[0])), " scope=", name_of(static_cast<Scope>(f[1])),
                             " algo=", name_of(static_cast<Algorithm>(f[2])), " count=", f[3], " ",
-                            name_of(static_cast<DataType>(f[4])), " ", name_of(static_cast<ReduceOp>(f[5])));
+                            name_of(static_cast<DataType>(f[4])), " ", name_of(static_cast<ReduceOp>(f[5])),
+                            " (PARO_RING_CHUNK=", f[6], " PARO_RING_WINDOW=", f[7], ")");
     };
     for (int r = 1; r < t.size(); ++r)
       detail::require(std::equal(all.begin(), all.begin() + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(r))),

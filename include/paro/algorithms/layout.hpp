@@ -42,7 +42,8 @@ struct ChunkPlan {
 
   static ChunkPlan for_layout(const BlockLayout& layout, std::size_t element_size, std::size_t chunk_bytes) {
     const std::size_t chunk_elements = std::max<std::size_t>(1, chunk_bytes / element_size);
-    return {std::max<std::size_t>(1, (layout.max_count() + chunk_elements - 1) / chunk_elements)};
+    const std::size_t chunks = (layout.max_count() + chunk_elements - 1) / chunk_elements;
+    return {std::clamp<std::size_t>(chunks, 1, std::size_t{1} << 30)};  // chunk indices stay ints
   }
 
   // Chunk c of a block of `count` elements: {offset within the block, length}.

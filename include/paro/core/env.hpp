@@ -24,7 +24,9 @@ inline std::optional<std::string> get(const char* name) {
 inline std::size_t parse_bytes(std::string_view text, std::string_view what) {
   std::size_t pos = 0;
   std::uint64_t value = 0;
+  bool overflow = false;
   while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+    overflow |= value > (UINT64_MAX - 9) / 10;
     value = value * 10 + static_cast<std::uint64_t>(text[pos] - '0');
     ++pos;
   }
@@ -40,6 +42,7 @@ inline std::size_t parse_bytes(std::string_view text, std::string_view what) {
   }
   detail::require(pos > 0 && pos == text.size() && !text.empty() && std::isdigit(static_cast<unsigned char>(text[0])),
                   what, ": '", text, "' is not a size; use a number with an optional K, M or G suffix (e.g. 64K)");
+  detail::require(!overflow && value <= SIZE_MAX / scale, what, ": '", text, "' is too large");
   return static_cast<std::size_t>(value * scale);
 }
 
@@ -56,8 +59,8 @@ inline double parse_seconds(std::string_view text, std::string_view what) {
   std::string s(text);
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  detail::require(!s.empty() && end == s.c_str() + s.size() && v > 0, what, ": '", text,
-                  "' is not a positive number of seconds");
+  detail::require(!s.empty() && end == s.c_str() + s.size() && v > 0 && v <= 1e9, what, ": '", text,
+                  "' is not a number of seconds in (0, 1e9]");
   return v;
 }
 

@@ -68,12 +68,13 @@ T combine(ReduceOp op, T a, T b) {
     }
     return a;
   } else {
+    // min and max propagate NaN whichever operand holds it, so the result does not depend on rank order.
     switch (op) {
       case ReduceOp::sum:
       case ReduceOp::avg: return a + b;
       case ReduceOp::prod: return a * b;
-      case ReduceOp::min: return std::min(a, b);
-      case ReduceOp::max: return std::max(a, b);
+      case ReduceOp::min: return (b < a || b != b) ? b : a;
+      case ReduceOp::max: return (b > a || b != b) ? b : a;
     }
     return a;
   }

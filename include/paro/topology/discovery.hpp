@@ -354,31 +354,52 @@ struct has_shared_memory_id<T, std::void_t<decltype(std::declval<T&>().shared_me
 constexpr std::size_t record_bytes = 4096;
 }  // namespace detail_discovery
 
-// Collective over t: every rank must call it. Returns the same Topology on every rank (or throws the same
-// error on every rank).
+// Collective over t: every rank must call it. Returns the same Topology on every rank, or throws the same
+// error on every rank: nothing that can fail on one rank alone (a missing file, a different PARO_EMULATE)
+// is acted on before the exchange, so no rank is left waiting for the others.
 template <class Transport>
 Topology discover(Transport& t, const DiscoveryOptions& options = DiscoveryOptions::from_env()) {
-  std::optional<TopologyFile> file;
-  if (options.topo_file) file = TopologyFile::load(*options.topo_file);
-  if (options.emulate) {
-    Topology topo = EmulationSpec::parse(*options.emulate).place(t.size());
-    if (file) topo.links = file->links;
-    return topo;
-  }
+  detail::require(t.size() > 0, "topology discovery: the communicator is empty");
   LocalFacts mine = collect_local_facts(options.env);
+  std::optional<TopologyFile> file;
+  mine.values["paro_emulate"] = options.emulate.value_or("");
+  mine.values["paro_topo_file"] = options.topo_file.value_or("");
+  if (options.topo_file) {
+    try {
+      file = TopologyFile::load(*options.topo_file);
+      mine.values["paro_topo_file_hash"] = std::to_string(file->content_hash);
+    } catch (const Error& e) {
+      mine.values["paro_local_error"] = e.what() + 6;  // without the "paro: " prefix
+    }
+  }
   if constexpr (detail_discovery::has_shared_memory_id<Transport>::value)
     mine.values["mpi_shared_id"] = std::to_string(t.shared_memory_id());
-  const std::string text = mine.serialize();
-  detail::require(text.size() < detail_discovery::record_bytes, "topology discovery: this rank's facts take ",
-                  text.size(), " bytes; at most ", detail_discovery::record_bytes - 1, " fit");
+  std::string text = mine.serialize();
   const std::size_t block = detail_discovery::record_bytes;
+  if (text.size() >= block)
+    text = detail::concat("paro_local_error=topology discovery: this rank's facts take ", text.size(),
+                          " bytes; at most ", block - 1, " fit\n");
   std::vector<char> all(block * static_cast<std::size_t>(t.size()), '\0');
   std::copy(text.begin(), text.end(), all.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(t.rank())));
   algorithms::bruck_all_gather(t, all.data(), block, DataType::u8);
   std::vector<LocalFacts> facts;
-  for (int r = 0; r < t.size(); ++r) {
-    const char* record = all.data() + block * static_cast<std::size_t>(r);
-    facts.push_back(LocalFacts::deserialize(std::string(record)));
+  for (int r = 0; r < t.size(); ++r)
+    facts.push_back(LocalFacts::deserialize(std::string(all.data() + block * static_cast<std::size_t>(r))));
+
+  for (std::size_t r = 0; r < facts.size(); ++r)
+    if (auto error = facts[r].get("paro_local_error"))
+      throw Error(detail::concat(*error, " (on rank ", r, ")"));
+  for (const char* key : {"paro_emulate", "paro_topo_file", "paro_topo_file_hash"})
+    for (std::size_t r = 1; r < facts.size(); ++r)
+      detail::require(facts[r].get(key) == facts[0].get(key), "topology: ranks disagree on ",
+                      std::string(key) == "paro_emulate" ? "PARO_EMULATE" : "PARO_TOPO_FILE",
+                      std::string(key) == "paro_topo_file_hash" ? "'s content" : "", ": rank 0 has '",
+                      facts[0].get(key).value_or(""), "', rank ", r, " has '", facts[r].get(key).value_or(""),
+                      "'; give every rank the same");
+  if (options.emulate) {
+    Topology topo = EmulationSpec::parse(*options.emulate).place(t.size());
+    if (file) topo.links = file->links;
+    return topo;
   }
   return resolve(facts, file ? &*file : nullptr, t.rank());
 }

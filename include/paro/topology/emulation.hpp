@@ -31,10 +31,12 @@ struct EmulationSpec {
   // The rank count the spec describes, where it gives ranks per node.
   std::optional<int> rank_count() const {
     if (ranks_per_node.empty()) return std::nullopt;
-    if (ranks_per_node.size() == 1) return ranks_per_node[0] * total_nodes();
-    int total = 0;
-    for (int c : ranks_per_node) total += c;
-    return total;
+    long long total = 0;
+    if (ranks_per_node.size() == 1) total = static_cast<long long>(ranks_per_node[0]) * total_nodes();
+    else
+      for (int c : ranks_per_node) total += c;
+    detail::require(total <= (1 << 24), "PARO_EMULATE='", text, "' describes more than 2^24 ranks");
+    return static_cast<int>(total);
   }
 
   static EmulationSpec parse(std::string_view text) {
@@ -57,7 +59,7 @@ struct EmulationSpec {
       const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
       auto count = [&](std::string_view v) {
         try {
-          return static_cast<int>(env::parse_integer(v, key, 1, 1 << 20));
+          return static_cast<int>(env::parse_integer(v, key, 1, 1 << 16));
         } catch (const Error&) {
           fail(detail::concat(key, "='", v, "' is not a positive integer"));
         }
@@ -80,6 +82,8 @@ struct EmulationSpec {
         fail(detail::concat("unknown key '", key, "'; allowed: pods switches nodes ranks order"));
       }
     }
+    if (static_cast<long long>(s.pods) * s.switches * s.nodes > (1 << 20))
+      fail("more than 2^20 nodes");
     if (s.ranks_per_node.size() > 1 && static_cast<int>(s.ranks_per_node.size()) != s.total_nodes())
       fail(detail::concat("ranks lists ", s.ranks_per_node.size(), " counts but there are ", s.total_nodes(), " nodes"));
     return s;
@@ -98,7 +102,7 @@ struct EmulationSpec {
     } else {
       counts = ranks_per_node;
     }
-    int total = 0;
+    long long total = 0;
     for (int c : counts) total += c;
     detail::require(total == n, "PARO_EMULATE='", text, "' describes ", total, " ranks but the communicator has ", n);
     return counts;

@@ -12,6 +12,7 @@
 // line and column, or the field, and the allowed values.
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -35,6 +36,7 @@ struct HostEntry {
 
 struct TopologyFile {
   std::string path;
+  std::size_t content_hash = 0;  // lets ranks check that they read the same file
   std::map<std::string, HostEntry> hosts;
   std::vector<std::string> rank_hosts;  // empty: not given
   std::map<Level, LinkSpec> links;
@@ -74,6 +76,7 @@ struct TopologyFile {
     }
     TopologyFile f;
     f.path = path;
+    f.content_hash = std::hash<std::string>{}(text);
     if (!doc.is_object()) fail("top level", "expected an object with \"hosts\" (and optional \"ranks\", \"links\")");
     for (auto& [key, value] : doc.items())
       if (key != "hosts" && key != "ranks" && key != "links")

@@ -182,23 +182,36 @@ class Transport : public HostMemory {
                     "MPI_Testall");
       if (done) break;
       if ((spins & 1023u) == 1023u) {
-        if (std::chrono::steady_clock::now() > deadline)
+        if (std::chrono::steady_clock::now() > deadline) {
+          // Withdraw the request so that a late peer cannot write into buffers the caller frees while
+          // unwinding; the communicator must not be used for further collectives after this.
+          for (auto& q : r.pieces)
+            if (q != MPI_REQUEST_NULL) {
+              MPI_Cancel(&q);
+              MPI_Request_free(&q);
+            }
           throw Error(paro::detail::concat("rank ", rank_, ": timed out after ", timeout_, " s waiting for ",
                                            r.is_send ? "a send to" : "a message from", " rank ", r.peer, " (",
                                            r.bytes, " bytes, tag ", r.tag,
                                            "); a peer is stuck or did not enter the same collective "
                                            "(PARO_TIMEOUT sets the limit)"));
+        }
         std::this_thread::yield();
       }
     }
     if (!r.is_send) {
+      // Every piece must be full, or a longer message's extra piece would match the next receive.
       std::size_t received = 0;
+      bool pieces_match = true;
+      std::size_t offset = 0;
       for (auto& s : statuses) {
         int n = 0;
         MPI_Get_count(&s, MPI_BYTE, &n);
         received += static_cast<std::size_t>(n);
+        pieces_match &= static_cast<std::size_t>(n) == std::min(detail::max_piece, r.bytes - std::min(offset, r.bytes));
+        offset += detail::max_piece;
       }
-      paro::detail::require(received == r.bytes, "rank ", rank_, ": message size mismatch on tag ", r.tag,
+      paro::detail::require(received == r.bytes && pieces_match, "rank ", rank_, ": message size mismatch on tag ", r.tag,
                             ": rank ", r.peer, " sent ", received, " bytes, expected ", r.bytes,
                             " (do all ranks call the same collective with the same count and type?)");
     }
@@ -234,13 +247,15 @@ class Transport : public HostMemory {
   // Native collectives: the public verbs' contract, including paro's in-place conventions.
   void native_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
     // MPI counts are ints: large reductions go in pieces, each a complete all-reduce.
+    // MPI wants MPI_IN_PLACE on all ranks or none, while paro lets each rank choose: always in place.
     const std::size_t step = static_cast<std::size_t>(INT_MAX) / 2;
     const std::size_t esize = size_of(dt);
+    copy(recv, send, count * esize);
     for (std::size_t offset = 0; offset < count; offset += step) {
       const int n = static_cast<int>(std::min(step, count - offset));
       char* out = static_cast<char*>(recv) + offset * esize;
-      const void* in = send == recv ? MPI_IN_PLACE : static_cast<const char*>(send) + offset * esize;
-      detail::check(MPI_Allreduce(in, out, n, detail::mpi_type(dt), detail::mpi_op(dt, op), comm()), "MPI_Allreduce");
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, out, n, detail::mpi_type(dt), detail::mpi_op(dt, op), comm()),
+                    "MPI_Allreduce");
     }
     if (op == ReduceOp::avg) divide(recv, count, dt, size_);
   }
@@ -248,23 +263,22 @@ class Transport : public HostMemory {
   void native_all_gather(const void* send, void* recv, std::size_t count, DataType dt) {
     const int n = detail::checked_count(count, "native all_gather");
     const std::size_t block = count * size_of(dt);
-    const bool in_place = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * block;
-    detail::check(MPI_Allgather(in_place ? MPI_IN_PLACE : send, n, detail::mpi_type(dt), recv, n, detail::mpi_type(dt),
-                                comm()),
+    copy(static_cast<char*>(recv) + static_cast<std::size_t>(rank_) * block, send, block);  // in place on every rank
+    detail::check(MPI_Allgather(MPI_IN_PLACE, n, detail::mpi_type(dt), recv, n, detail::mpi_type(dt), comm()),
                   "MPI_Allgather");
   }
 
-  // paro's in-place reduce-scatter leaves the result at recv = send + rank * block; MPI's MPI_IN_PLACE puts it at
-  // the buffer's start, so the in-place case moves it there afterwards.
+  // Never MPI_IN_PLACE (MPI wants it on all ranks or none): paro's in-place reduce-scatter, where recv is the
+  // rank's own block of send, goes through a scratch block.
   void native_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
     const int n = detail::checked_count(count, "native reduce_scatter");
     const std::size_t block = count * size_of(dt);
-    char* base = const_cast<char*>(static_cast<const char*>(send));
-    const bool in_place = recv == base + static_cast<std::size_t>(rank_) * block;
-    detail::check(MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, in_place ? base : recv, n,
-                                           detail::mpi_type(dt), detail::mpi_op(dt, op), comm()),
+    const bool in_place = recv == static_cast<const char*>(send) + static_cast<std::size_t>(rank_) * block;
+    HostBuffer scratch(in_place ? block : 0);
+    detail::check(MPI_Reduce_scatter_block(send, in_place ? scratch.data() : recv, n, detail::mpi_type(dt),
+                                           detail::mpi_op(dt, op), comm()),
                   "MPI_Reduce_scatter_block");
-    if (in_place) copy(recv, base, block);
+    if (in_place) copy(recv, scratch.data(), block);
     if (op == ReduceOp::avg) divide(recv, count, dt, size_);
   }
 

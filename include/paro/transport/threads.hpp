@@ -55,12 +55,14 @@ struct World {
   std::atomic<bool> aborted{false};
   std::mutex abort_mutex;
   std::string abort_reason;
+  int abort_origin = -1;  // world rank whose failure stopped the world
 
-  void abort(const std::string& reason) {
+  void abort(int origin, const std::string& reason) {
     {
       std::lock_guard<std::mutex> lock(abort_mutex);
       if (aborted.load()) return;
       abort_reason = reason;
+      abort_origin = origin;
       aborted.store(true);
     }
     for (auto& d : doorbells) d.ring();
@@ -73,8 +75,12 @@ struct World {
   }
 };
 
+struct Mailbox;
+
 struct RequestState {
   std::atomic<bool> done{false};
+  Mailbox* queued_in = nullptr;  // where it waits for its match (under that mailbox's lock)
+  std::uint64_t key = 0;
   std::string error;  // written before done is set
   int owner = 0;      // world rank that waits on it
   int peer = 0;       // communicator rank of the other side, for messages
@@ -180,7 +186,10 @@ class Transport : public HostMemory {
     std::unique_lock<std::mutex> lock(box.mutex);
     auto it = box.recvs.find(detail::key_of(rank_, tag));
     if (it == box.recvs.end() || it->second.empty()) {
-      box.sends[detail::key_of(rank_, tag)].push_back({buf, bytes, state});
+      state->queued_in = &box;
+      state->key = detail::key_of(rank_, tag);
+      box.sends[state->key].push_back({buf, bytes, state});
+      track(state);
       return {state};
     }
     detail::PendingRecv recv = std::move(it->second.front());
@@ -197,7 +206,10 @@ class Transport : public HostMemory {
     std::unique_lock<std::mutex> lock(box.mutex);
     auto it = box.sends.find(detail::key_of(peer, tag));
     if (it == box.sends.end() || it->second.empty()) {
-      box.recvs[detail::key_of(peer, tag)].push_back({buf, bytes, state});
+      state->queued_in = &box;
+      state->key = detail::key_of(peer, tag);
+      box.recvs[state->key].push_back({buf, bytes, state});
+      track(state);
       return {state};
     }
     detail::PendingSend send = std::move(it->second.front());
@@ -207,15 +219,24 @@ class Transport : public HostMemory {
     return {state};
   }
 
+  // On failure (timeout, size mismatch, a failed peer) the whole world is stopped and this rank's other
+  // requests are withdrawn before the error leaves, so no peer can later copy into buffers that the
+  // unwinding frees.
   void wait(Request& r) {
     if (!r.state) return;
     detail::RequestState& s = *r.state;
-    // Spin briefly: on an idle core the peer usually answers within microseconds.
-    for (int i = 0; i < 64 && !s.done.load(std::memory_order_acquire); ++i) std::this_thread::yield();
-    if (!s.done.load(std::memory_order_acquire)) block_until_done(s);
-    std::string error = std::move(s.error);
-    r.state.reset();
-    if (!error.empty()) throw Error(paro::detail::concat("rank ", rank_, ": ", error));
+    try {
+      // Spin briefly: on an idle core the peer usually answers within microseconds.
+      for (int i = 0; i < 64 && !s.done.load(std::memory_order_acquire); ++i) std::this_thread::yield();
+      if (!s.done.load(std::memory_order_acquire)) block_until_done(s);
+      std::string error = std::move(s.error);
+      r.state.reset();
+      if (!error.empty()) throw Error(paro::detail::concat("rank ", rank_, ": ", error));
+    } catch (const Error& e) {
+      group_->world->abort(world_rank(), paro::detail::concat("rank ", world_rank(), ": ", e.what()));
+      withdraw_outstanding();
+      throw;
+    }
   }
 
   void wait_all(std::vector<Request>& requests) {
@@ -261,6 +282,41 @@ class Transport : public HostMemory {
   std::shared_ptr<detail::Group> group_;
   int rank_ = 0;
   std::uint64_t split_count_ = 0;
+  std::vector<std::shared_ptr<detail::RequestState>> outstanding_;  // queued when posted, maybe done since
+
+  void track(std::shared_ptr<detail::RequestState> s) {
+    if (outstanding_.size() >= 256)  // keep the list short: forget what has completed
+      outstanding_.erase(std::remove_if(outstanding_.begin(), outstanding_.end(),
+                                        [](const auto& x) { return x->done.load(std::memory_order_acquire); }),
+                         outstanding_.end());
+    outstanding_.push_back(std::move(s));
+  }
+
+  // Removes this rank's unmatched requests from the mailboxes; waits out copies a peer has already begun.
+  void withdraw_outstanding() {
+    for (auto& s : outstanding_) {
+      if (s->done.load(std::memory_order_acquire)) continue;
+      bool removed = false;
+      {
+        std::lock_guard<std::mutex> lock(s->queued_in->mutex);
+        auto erase_from = [&](auto& queues) {
+          auto it = queues.find(s->key);
+          if (it == queues.end()) return;
+          auto& q = it->second;
+          for (auto e = q.begin(); e != q.end(); ++e)
+            if (e->state == s) {
+              q.erase(e);
+              removed = true;
+              return;
+            }
+        };
+        if (s->is_send) erase_from(s->queued_in->sends);
+        else erase_from(s->queued_in->recvs);
+      }
+      while (!removed && !s->done.load(std::memory_order_acquire)) std::this_thread::yield();
+    }
+    outstanding_.clear();
+  }
 
   void check_peer(int peer, int tag, const char* what) const {
     paro::detail::require(group_ != nullptr, what, " on an empty threads communicator (split with a negative color)");
@@ -322,31 +378,33 @@ void run(int n, Fn&& fn) {
   auto world = std::make_shared<detail::World>(n);
   auto root = std::make_shared<detail::Group>(world, std::move(ranks));
 
-  std::mutex first_mutex;
-  std::exception_ptr first;
+  // The error reported is the one of the rank that stopped the world (the root cause), not the
+  // "stopped because another rank failed" of the others.
+  std::mutex errors_mutex;
+  std::exception_ptr root_cause, any_error;
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
+      auto record = [&](const std::string& reason) {
+        world->abort(r, reason);  // no-op when the world already stopped
+        std::lock_guard<std::mutex> lock(errors_mutex);
+        std::lock_guard<std::mutex> abort_lock(world->abort_mutex);
+        if (!any_error) any_error = std::current_exception();
+        if (!root_cause && world->abort_origin == r) root_cause = std::current_exception();
+      };
       try {
         fn(Transport(root, r));
       } catch (const std::exception& e) {
-        {
-          std::lock_guard<std::mutex> lock(first_mutex);
-          if (!first && !world->aborted.load()) first = std::current_exception();
-        }
-        world->abort(paro::detail::concat("rank ", r, ": ", e.what()));
+        record(paro::detail::concat("rank ", r, ": ", e.what()));
       } catch (...) {
-        {
-          std::lock_guard<std::mutex> lock(first_mutex);
-          if (!first) first = std::current_exception();
-        }
-        world->abort(paro::detail::concat("rank ", r, " threw a non-standard exception"));
+        record(paro::detail::concat("rank ", r, " threw a non-standard exception"));
       }
     });
   }
   for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  if (root_cause) std::rethrow_exception(root_cause);
+  if (any_error) std::rethrow_exception(any_error);
 }
 
 }  // namespace paro::threads
