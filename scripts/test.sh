@@ -4,7 +4,7 @@
 #   2. ASan+UBSan and TSan builds of the unit and threads tests (the mpi tests stay in step 1: Open MPI's
 #      own allocations would drown ASan's report);
 #   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory.
-# Ends with one line "test.sh: N passed, M failed" over those stages. PARO_JOBS sets build parallelism (2).
+# Ends with one line "stages: N passed, M failed" over those stages. PARO_JOBS sets build parallelism (2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -65,5 +65,5 @@ consumers() {
 stage "install + find_package and add_subdirectory consumers" consumers
 
 if ((failed)); then printf 'failed stage: %s\n' "${failures[@]}"; fi
-echo "test.sh: $passed passed, $failed failed"
+echo "stages: $passed passed, $failed failed"
 ((failed == 0))
