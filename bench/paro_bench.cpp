@@ -155,11 +155,10 @@ class Bench {
     const int n = t_.size(), r = t_.rank();
     const std::size_t esize = paro::size_of(dt), total = bytes / esize;
     const std::size_t count = coll_ == Collective::all_reduce ? total : total / static_cast<std::size_t>(n);
-    const std::size_t in_count = coll_ == Collective::all_gather ? count : total;
-    const std::size_t out_count = coll_ == Collective::reduce_scatter ? count : total;
+    const paro::testing::Shape shape = paro::testing::shape_of(coll_, count, n, r);
     Row row{bytes, total, dt, op, {0, 0}, {0, 0}};
-    paro::HostBuffer send(in_count * esize), recv(out_count * esize), shared(total * esize);
-    paro::testing::fill_inputs(send.data(), in_count, dt, op, r, coll_ == Collective::all_gather ? r * count : 0);
+    paro::HostBuffer send(shape.in * esize), recv(shape.out * esize), shared(shape.full * esize);
+    paro::testing::fill_inputs(send.data(), shape.in, dt, op, r, shape.first_input);
     for (int placement = 0; placement < 2; ++placement) {
       const bool in_place = placement == 1;
       if (s_.check) {
@@ -167,17 +166,10 @@ class Bench {
         row.wrong[placement] = sum_over_ranks(result.wrong);
         if (result.wrong) std::fprintf(stderr, "%s\n", result.report.c_str());
       }
-      char* block = shared.data() + static_cast<std::size_t>(r) * count * esize;
-      const void* in = in_place ? (coll_ == Collective::all_gather ? block : shared.data()) : send.data();
-      void* out = in_place ? (coll_ == Collective::reduce_scatter ? block : shared.data()) : recv.data();
-      if (in_place) paro::testing::fill_inputs(coll_ == Collective::all_gather ? block : shared.data(), in_count, dt, op, r, coll_ == Collective::all_gather ? r * count : 0);
-      auto once = [&] {
-        switch (coll_) {
-          case Collective::all_reduce: return comm_.all_reduce(in, out, count, dt, op, {algo, scope_});
-          case Collective::all_gather: return comm_.all_gather(in, out, count, dt, {algo, scope_});
-          case Collective::reduce_scatter: return comm_.reduce_scatter(in, out, count, dt, op, {algo, scope_});
-        }
-      };
+      char* in = in_place ? shared.data() + shape.send_at * esize : send.data();
+      char* out = in_place ? shared.data() + shape.recv_at * esize : recv.data();
+      if (in_place) paro::testing::fill_inputs(in, shape.in, dt, op, r, shape.first_input);
+      auto once = [&] { paro::testing::call(comm_, coll_, in, out, count, dt, op, {algo, scope_}); };
       for (int i = 0; i < s_.warmup; ++i) once();
       barrier();
       const auto start = std::chrono::steady_clock::now();

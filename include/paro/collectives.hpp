@@ -14,8 +14,8 @@
 // Scopes: global (every rank), intra (the ranks of my group), inter (my rail: the ranks with my index in
 // every group). Groups come from the topology (topology/discovery.hpp) and PARO_GROUP (topology/grouping.hpp).
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -82,7 +82,7 @@ class Communicator {
         policy_(algorithms::SelectionPolicy::from_env()),
         ring_(algorithms::RingParams::from_env()),
         check_signatures_(env::integer_or("PARO_CHECK", 0, 0, 1) == 1),
-        topology_(config.topology ? std::move(*config.topology) : discover_nonempty(t_, config.discovery)),
+        topology_(config.topology ? std::move(*config.topology) : topology::discover(t_, config.discovery)),
         groups_(Groups::make(checked(topology_), config.group)),
         grouping_(config.group) {
     const auto me = static_cast<std::size_t>(rank());
@@ -214,11 +214,6 @@ class Communicator {
   Transport intra_, inter_;
   std::map<Level, Transport> levels_;
 
-  static Topology discover_nonempty(Transport& t, const topology::DiscoveryOptions& options) {
-    detail::require(t.size() > 0, "Communicator: the transport is empty (a split with a negative color)");
-    return topology::discover(t, options);
-  }
-
   const Topology& checked(const Topology& topo) const {
     detail::require(t_.size() > 0, "Communicator: the transport is empty (a split with a negative color)");
     detail::require(topo.size() == t_.size(), "Communicator: the topology describes ", topo.size(),
@@ -227,12 +222,11 @@ class Communicator {
     return topo;
   }
 
+  // The construction rejected empty transports, and every rank is in a group and a rail, so no scope is empty.
   Transport& scoped(const char* what, Scope s) {
     detail::require(s == Scope::global || s == Scope::intra || s == Scope::inter, what, ": invalid Scope value ",
                     static_cast<int>(s), "; allowed: global intra inter");
-    Transport& t = transport(s);
-    detail::require(t.size() > 0, what, ": the communicator is empty (a split with a negative color)");
-    return t;
+    return transport(s);
   }
 
   // PARO_CHECK=1: before a call, the ranks of its scope exchange what they are about to do, so that ranks

@@ -93,6 +93,36 @@ inline void fill_inputs(void* buf, std::size_t count, DataType dt, ReduceOp op, 
   });
 }
 
+// One rank's buffers for a collective of `count` elements (the per-rank block; the whole buffer for
+// all-reduce) over n ranks: element counts, and where send and recv sit in the single buffer of an
+// in-place call (paro's in-place conventions).
+struct Shape {
+  std::size_t in, out, full;
+  std::size_t send_at, recv_at;  // in place: offsets into the `full`-element buffer
+  std::size_t first_input;       // global index of the rank's first input element
+};
+
+inline Shape shape_of(Collective c, std::size_t count, int n, int r) {
+  const std::size_t block = count, mine = static_cast<std::size_t>(r) * block;
+  switch (c) {
+    case Collective::all_reduce: return {count, count, count, 0, 0, 0};
+    case Collective::all_gather: return {block, block * static_cast<std::size_t>(n), block * static_cast<std::size_t>(n), mine, 0, mine};
+    case Collective::reduce_scatter: return {block * static_cast<std::size_t>(n), block, block * static_cast<std::size_t>(n), 0, mine, 0};
+  }
+  throw Error("invalid Collective");
+}
+
+// Calls collective c through the public verbs.
+template <class Transport>
+void call(Communicator<Transport>& comm, Collective c, const void* send, void* recv, std::size_t count, DataType dt,
+          ReduceOp op, Options o) {
+  switch (c) {
+    case Collective::all_reduce: return comm.all_reduce(send, recv, count, dt, op, o);
+    case Collective::all_gather: return comm.all_gather(send, recv, count, dt, o);
+    case Collective::reduce_scatter: return comm.reduce_scatter(send, recv, count, dt, op, o);
+  }
+}
+
 struct CheckResult {
   std::size_t wrong = 0;  // elements of this rank's output (and, out of place, input) that are wrong
   std::string report;     // the case and the first few wrong elements; empty when all are right
@@ -104,32 +134,20 @@ CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
   const int n = comm.transport(c.scope).size(), r = comm.transport(c.scope).rank();
   return visit_data_type(c.dt, [&](auto tag) -> CheckResult {
     using T = decltype(tag);
-    const std::size_t block = c.count, full = c.count * static_cast<std::size_t>(c.coll == Collective::all_reduce ? 1 : n);
-    const std::size_t in_count = c.coll == Collective::all_gather ? block : full;
-    const std::size_t out_count = c.coll == Collective::reduce_scatter ? block : full;
-    std::vector<T> input(in_count), output(out_count, element<T>(99));
-    fill_inputs(input.data(), in_count, c.dt, c.op, r, c.coll == Collective::all_gather ? static_cast<std::size_t>(r) * block : 0);
-    const Options opts{c.algo, c.scope};
+    const std::size_t block = c.count;
+    const Shape shape = shape_of(c.coll, c.count, n, r);
+    std::vector<T> input(shape.in), output(shape.out, element<T>(99));
+    fill_inputs(input.data(), shape.in, c.dt, c.op, r, shape.first_input);
     T* send = input.data();
     T* recv = output.data();
     std::vector<T> shared;  // the one buffer of an in-place call
     if (c.in_place) {
-      if (c.coll == Collective::all_gather) {
-        shared.assign(full, element<T>(99));
-        std::copy(input.begin(), input.end(), shared.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * block));
-        send = shared.data() + static_cast<std::size_t>(r) * block;
-        recv = shared.data();
-      } else {
-        shared = input;
-        send = shared.data();
-        recv = c.coll == Collective::all_reduce ? shared.data() : shared.data() + static_cast<std::size_t>(r) * block;
-      }
+      shared.assign(shape.full, element<T>(99));
+      std::copy(input.begin(), input.end(), shared.begin() + static_cast<std::ptrdiff_t>(shape.send_at));
+      send = shared.data() + shape.send_at;
+      recv = shared.data() + shape.recv_at;
     }
-    switch (c.coll) {
-      case Collective::all_reduce: comm.all_reduce(send, recv, c.count, c.op, opts); break;
-      case Collective::all_gather: comm.all_gather(send, recv, c.count, opts); break;
-      case Collective::reduce_scatter: comm.reduce_scatter(send, recv, c.count, c.op, opts); break;
-    }
+    call(comm, c.coll, send, recv, c.count, c.dt, c.op, Options{c.algo, c.scope});
     std::string report;
     std::size_t wrong = 0;
     auto check = [&](const char* what, std::size_t i, T got, T want) {
@@ -138,7 +156,7 @@ CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
         report += detail::concat(" [", what, " ", i, ": got ", static_cast<double>(static_cast<float>(got)),
                                  " want ", static_cast<double>(static_cast<float>(want)), "]");
     };
-    for (std::size_t i = 0; i < out_count; ++i) {
+    for (std::size_t i = 0; i < shape.out; ++i) {
       T want;
       if (c.coll == Collective::all_gather) {
         want = element<T>(input_value(c.dt, c.op, static_cast<int>(i / block), i));
@@ -149,10 +167,8 @@ CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
       check("recv", i, recv[i], want);
     }
     if (!c.in_place) {  // out of place, the input must be left as it was
-      for (std::size_t i = 0; i < in_count; ++i) {
-        const std::size_t global_i = c.coll == Collective::all_gather ? static_cast<std::size_t>(r) * block + i : i;
-        check("send", i, input[i], element<T>(input_value(c.dt, c.op, r, global_i)));
-      }
+      for (std::size_t i = 0; i < shape.in; ++i)
+        check("send", i, input[i], element<T>(input_value(c.dt, c.op, r, shape.first_input + i)));
     }
     if (wrong == 0) return {};
     return {wrong, detail::concat("rank ", r, ": ", describe(c, n), ": ", wrong, " wrong", report)};

@@ -169,11 +169,11 @@ inline std::pair<std::vector<std::string>, std::string> resolve_nodes(const std:
                     file->rank_hosts.size(), " ranks but the communicator has ", n);
     return {file->rank_hosts, "PARO_TOPO_FILE (ranks)"};
   }
-  // Ranks grouped into nodes by some key; a node is named by the hostname of its first rank, made unique.
+  // Ranks grouped into nodes by some key (one host each); a node is named by the hostname of its first
+  // rank, with "#<ordinal>" where an earlier node already took that name.
   auto name_by_key = [&](const std::vector<std::string>& key, const std::string& source) {
-    std::map<std::string, std::string> name_of_key;
+    std::map<std::string, std::string> name_of_key, host_of_key;
     std::set<std::string> used;
-    std::map<std::string, std::string> host_of_key;
     std::vector<std::string> names(n);
     for (std::size_t r = 0; r < n; ++r) {
       auto [it, fresh] = host_of_key.emplace(key[r], host[r]);
@@ -183,8 +183,7 @@ inline std::pair<std::vector<std::string>, std::string> resolve_nodes(const std:
       auto kt = name_of_key.find(key[r]);
       if (kt == name_of_key.end()) {
         std::string name = plain_host(r);
-        if (!used.insert(name).second) name += "#" + key[r];
-        used.insert(name);
+        if (!used.insert(name).second) name += "#" + std::to_string(name_of_key.size());
         kt = name_of_key.emplace(key[r], name).first;
       }
       names[r] = kt->second;
@@ -200,19 +199,7 @@ inline std::pair<std::vector<std::string>, std::string> resolve_nodes(const std:
   for (const char* var : launcher_nodes)
     if (auto ids = everywhere(facts, var)) return {name_by_key(*ids, var), var};
   if (auto shared = everywhere(facts, "mpi_shared_id")) return {name_by_key(*shared, "MPI_COMM_TYPE_SHARED"), "MPI_COMM_TYPE_SHARED"};
-  std::vector<std::string> names(n);
-  std::map<std::string, std::string> name_of_host;
-  std::set<std::string> used;
-  for (std::size_t r = 0; r < n; ++r) {
-    auto it = name_of_host.find(host[r]);
-    if (it == name_of_host.end()) {
-      std::string name = plain_host(r);
-      if (!used.insert(name).second) name += "#" + std::to_string(name_of_host.size());
-      it = name_of_host.emplace(host[r], name).first;
-    }
-    names[r] = it->second;
-  }
-  return {names, "hostname + boot id"};
+  return {name_by_key(host, "hostname + boot id"), "hostname + boot id"};
 }
 
 // Local index per rank: the rank's position on its node, ordered by the first launcher variable that is

@@ -208,7 +208,7 @@ class Transport : public HostMemory {
         int n = 0;
         MPI_Get_count(&s, MPI_BYTE, &n);
         received += static_cast<std::size_t>(n);
-        pieces_match &= static_cast<std::size_t>(n) == std::min(detail::max_piece, r.bytes - std::min(offset, r.bytes));
+        pieces_match &= static_cast<std::size_t>(n) == std::min(detail::max_piece, r.bytes - offset);
         offset += detail::max_piece;
       }
       paro::detail::require(received == r.bytes && pieces_match, "rank ", rank_, ": message size mismatch on tag ", r.tag,
