@@ -96,8 +96,9 @@ TEST(Faults, ParoCheckNamesTheDisagreement) {
   setenv("PARO_CHECK", "1", 1);
   auto msg = error_of(3, [](auto& comm) {
     std::vector<float> x(8);
-    if (comm.rank() == 1) comm.all_reduce(x.data(), x.data(), 8, ReduceOp::max);
-    else comm.all_reduce(x.data(), x.data(), 8, ReduceOp::sum);
+    const paro::Options tree{Algorithm::tree};
+    if (comm.rank() == 1) comm.all_reduce(x.data(), x.data(), 8, ReduceOp::max, tree);
+    else comm.all_reduce(x.data(), x.data(), 8, ReduceOp::sum, tree);
   });
   EXPECT_CONTAINS(msg, "PARO_CHECK: the ranks of this global call disagree: rank 0 calls all_reduce scope=global");
   EXPECT_CONTAINS(msg, "rank 1 calls all_reduce scope=global algo=tree count=8 float max");

@@ -13,18 +13,28 @@
 //
 // Scopes: global (every rank), intra (the ranks of my group), inter (my rail: the ranks with my index in
 // every group). Groups come from the topology (topology/discovery.hpp) and PARO_GROUP (topology/grouping.hpp).
+//
+// Algorithms: ring and tree (flat), mics_hcs, paro_seq and paro_cc (hierarchical: over the levels of the
+// topology among the scope's ranks), native (the backend's own), automatic (the cost model's fastest).
+// PARO_CC_CHUNK (bytes) fixes the paro_cc all-reduce pipeline chunk, which the cost model sizes otherwise.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <utility>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/hierarchy.hpp"
+#include "paro/algorithms/mics_hcs.hpp"
 #include "paro/algorithms/native.hpp"
+#include "paro/algorithms/paro_cc.hpp"
 #include "paro/algorithms/ring.hpp"
 #include "paro/algorithms/select.hpp"
 #include "paro/algorithms/tree.hpp"
@@ -79,8 +89,8 @@ class Communicator {
   explicit Communicator(Transport transport, CommunicatorConfig config = {})
       : t_(std::move(transport)),
         overrides_(AlgorithmOverrides::from_env()),
-        policy_(algorithms::SelectionPolicy::from_env()),
         ring_(algorithms::RingParams::from_env()),
+        pipeline_chunk_(env::bytes_or("PARO_CC_CHUNK", 0)),
         check_signatures_(env::integer_or("PARO_CHECK", 0, 0, 1) == 1),
         topology_(config.topology ? std::move(*config.topology) : topology::discover(t_, config.discovery)),
         groups_(Groups::make(checked(topology_), config.group)),
@@ -89,6 +99,12 @@ class Communicator {
     intra_ = t_.split(groups_.group_of[me], groups_.index_of[me]);
     inter_ = t_.split(groups_.index_of[me], groups_.group_of[me]);
     for (Level l : topology_.known_levels) levels_.emplace(l, t_.split(topology_.ordinals(l)[me], rank()));
+    cost_ = algorithms::CostModel(algorithms::link_model_for(topology_));
+    for (Scope s : {Scope::global, Scope::intra, Scope::inter}) {
+      members_[index(s)] = scope_members(s);
+      partitions_[index(s)] = scope_partitions(members_[index(s)]);
+      shapes_[index(s)] = cost_shape(members_[index(s)], partitions_[index(s)]);
+    }
     if (groups_.uneven())
       log::info(rank(), "grouping by ", grouping_.describe(), ": groups of different sizes (", groups_.members.front().size(),
                 " .. ", groups_.members.back().size(), " ranks); intra and inter collectives run on communicators of ",
@@ -111,13 +127,24 @@ class Communicator {
 
   // The algorithm a verb would run: an explicit request, else PARO_ALGO, else the automatic choice.
   Algorithm resolve(Collective c, std::size_t full_bytes, Algorithm requested = Algorithm::automatic,
-                    Scope scope = Scope::global) {
+                    Scope scope = Scope::global) const {
     Algorithm a = requested != Algorithm::automatic ? requested : overrides_[c];
-    if (a == Algorithm::automatic) a = policy_.choose(c, transport(scope).size(), full_bytes);
+    if (a == Algorithm::automatic) a = cost_.choose(c, full_bytes, shape(scope));
     detail::require(a != Algorithm::native || Transport::has_native_collectives, name_of(c),
                     ": algorithm native is not available on the ", Transport::name,
-                    " backend; allowed here: automatic ring tree");
+                    " backend; allowed here: automatic ring tree mics_hcs paro_seq paro_cc");
     return a;
+  }
+
+  // The cost model's view: predicted time of an algorithm (native is not modelled: 0), the lower bound,
+  // and the shape of a scope (how the hierarchical algorithms cut it).
+  const algorithms::CostModel& cost_model() const { return cost_; }
+  const algorithms::CostShape& shape(Scope s) const { return shapes_[index(s)]; }
+  double predict_us(Algorithm a, Collective c, std::size_t full_bytes, Scope s = Scope::global) const {
+    return cost_.predict(a, c, full_bytes, shape(s)).time_us;
+  }
+  double lower_bound_us(Collective c, std::size_t full_bytes, Scope s = Scope::global) const {
+    return cost_.lower_bound(c, full_bytes, shape(s));
   }
 
   void all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
@@ -132,10 +159,17 @@ class Communicator {
     if (count == 0) return;
     log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt), " ",
               name_of(op), send == recv ? " in-place" : "");
+    const char* in = static_cast<const char*>(send);
+    char* out = static_cast<char*>(recv);
     switch (a) {
       case Algorithm::ring: return algorithms::ring_all_reduce(t, send, recv, count, dt, op, ring_);
       case Algorithm::tree: return algorithms::tree_all_reduce(t, send, recv, count, dt, op);
       case Algorithm::native: return native(t, [&](auto& n) { algorithms::native_all_reduce(n, send, recv, count, dt, op); });
+      case Algorithm::mics_hcs: return algorithms::mics_all_reduce(hierarchy(o.scope), in, out, count, dt, op, ring_);
+      case Algorithm::paro_seq:
+      case Algorithm::paro_cc:
+        return algorithms::paro_all_reduce(hierarchy(o.scope), in, out, count, dt, op,
+                                           hierarchical(a, Collective::all_reduce, bytes, o.scope));
       case Algorithm::automatic: break;
     }
   }
@@ -157,10 +191,20 @@ class Communicator {
     if (a == Algorithm::native)
       return native(t, [&](auto& n) { algorithms::native_all_gather(n, send, recv, count, dt); });
     t.copy(mine, send, block);
-    if (a == Algorithm::ring)
-      algorithms::ring_all_gather(t, recv, algorithms::BlockLayout::uniform(t.size(), count), dt, ring_);
-    else
-      algorithms::bruck_all_gather(t, recv, count, dt);
+    const auto layout = algorithms::BlockLayout::uniform(t.size(), count);
+    char* out = static_cast<char*>(recv);
+    switch (a) {
+      case Algorithm::ring: return algorithms::ring_all_gather(t, recv, layout, dt, ring_);
+      case Algorithm::tree: return algorithms::bruck_all_gather(t, recv, count, dt);
+      case Algorithm::mics_hcs:
+        return algorithms::mics_all_gather(hierarchy(o.scope), out, algorithms::BlockList::from(layout), dt, ring_);
+      case Algorithm::paro_seq:
+      case Algorithm::paro_cc:
+        return algorithms::paro_all_gather(hierarchy(o.scope), out, algorithms::BlockList::from(layout), dt,
+                                           hierarchical(a, Collective::all_gather, bytes, o.scope));
+      case Algorithm::native:
+      case Algorithm::automatic: break;
+    }
   }
 
   void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
@@ -184,6 +228,22 @@ class Communicator {
       case Algorithm::tree: return algorithms::tree_reduce_scatter(t, send, recv, count, dt, op);
       case Algorithm::native:
         return native(t, [&](auto& n) { algorithms::native_reduce_scatter(n, send, recv, count, dt, op); });
+      case Algorithm::mics_hcs:
+      case Algorithm::paro_seq:
+      case Algorithm::paro_cc: {
+        // The levels combine partial sums; avg divides once, at the end.
+        const ReduceOp partial_op = op == ReduceOp::avg ? ReduceOp::sum : op;
+        const auto blocks = algorithms::BlockList::from(algorithms::BlockLayout::uniform(t.size(), count));
+        const char* in = static_cast<const char*>(send);
+        char* out = static_cast<char*>(recv);
+        if (a == Algorithm::mics_hcs)
+          algorithms::mics_reduce_scatter(hierarchy(o.scope), in, blocks, out, dt, partial_op, ring_);
+        else
+          algorithms::paro_reduce_scatter(hierarchy(o.scope), in, blocks, out, dt, partial_op,
+                                          hierarchical(a, Collective::reduce_scatter, bytes, o.scope));
+        if (op == ReduceOp::avg) t.divide(out, count, dt, t.size());
+        return;
+      }
       case Algorithm::automatic: break;
     }
   }
@@ -205,14 +265,97 @@ class Communicator {
  private:
   Transport t_;
   AlgorithmOverrides overrides_;
-  algorithms::SelectionPolicy policy_;
   algorithms::RingParams ring_;
+  std::size_t pipeline_chunk_;  // PARO_CC_CHUNK; 0: from the cost model
   bool check_signatures_;
   Topology topology_;
   Groups groups_;
   GroupSpec grouping_;
   Transport intra_, inter_;
   std::map<Level, Transport> levels_;
+  algorithms::CostModel cost_;
+  // Per scope: its members (world ranks, in the scope's rank order), the levels the hierarchical
+  // algorithms cut it by, the cost model's view of it, and the hierarchy (built at its first use).
+  std::array<std::vector<int>, 3> members_;
+  std::array<std::vector<std::vector<int>>, 3> partitions_;
+  std::array<algorithms::CostShape, 3> shapes_;
+  std::array<std::unique_ptr<algorithms::Hierarchy<Transport>>, 3> hierarchies_;
+
+  static std::size_t index(Scope s) { return static_cast<std::size_t>(s); }
+
+  std::vector<int> scope_members(Scope s) const {
+    const auto me = static_cast<std::size_t>(rank());
+    if (s == Scope::intra) return groups_.members[static_cast<std::size_t>(groups_.group_of[me])];
+    if (s == Scope::inter) return groups_.rails[static_cast<std::size_t>(groups_.index_of[me])];
+    std::vector<int> all(static_cast<std::size_t>(size()));
+    for (int r = 0; r < size(); ++r) all[static_cast<std::size_t>(r)] = r;
+    return all;
+  }
+
+  std::vector<int> labels_of(const std::vector<int>& of_rank, const std::vector<int>& members) const {
+    std::vector<int> out;
+    for (int r : members) out.push_back(of_rank[static_cast<std::size_t>(r)]);
+    return out;
+  }
+
+  // The topology's levels and the grouping, as partitions of the scope's members.
+  std::vector<std::vector<int>> scope_partitions(const std::vector<int>& members) const {
+    std::vector<std::vector<int>> candidates;
+    for (Level l : topology_.known_levels) candidates.push_back(labels_of(topology_.ordinals(l), members));
+    candidates.push_back(labels_of(groups_.group_of, members));
+    return algorithms::nested_partitions(candidates);
+  }
+
+  algorithms::CostShape cost_shape(const std::vector<int>& members, const std::vector<std::vector<int>>& chain) const {
+    algorithms::CostShape s;
+    s.ranks = static_cast<int>(members.size());
+    const std::vector<int> world_nodes = topology_.ordinals(Level::node);
+    const std::vector<int> nodes = algorithms::normalized(labels_of(world_nodes, members));
+    s.nodes = algorithms::unit_count(nodes);
+    std::vector<int> per_node(static_cast<std::size_t>(s.nodes)), world_per_node(world_nodes.size());
+    for (int x : nodes) s.ranks_per_node = std::max(s.ranks_per_node, ++per_node[static_cast<std::size_t>(x)]);
+    int world_max = 1;
+    for (int x : world_nodes) world_max = std::max(world_max, ++world_per_node[static_cast<std::size_t>(x)]);
+    // Every rank runs its own instance of this scope's collective at the same time (intra and inter
+    // scopes: one per group or rail); their messages share the NICs.
+    s.nic_flows = world_max;
+    const double instances = static_cast<double>(world_max) / s.ranks_per_node;
+    int crossings = 0;
+    std::vector<int> leaving(static_cast<std::size_t>(s.nodes));
+    for (std::size_t i = 0; i < nodes.size() && nodes.size() > 1; ++i)
+      if (nodes[i] != nodes[(i + 1) % nodes.size()]) crossings = std::max(crossings, ++leaving[static_cast<std::size_t>(nodes[i])]);
+    s.ring_nic_flows = crossings * instances;
+    int parent_units = 1;
+    for (const auto& p : chain) {
+      const int units = algorithms::unit_count(p);
+      std::vector<int> sizes(static_cast<std::size_t>(units));
+      for (int x : p) ++sizes[static_cast<std::size_t>(x)];
+      s.even = s.even && units % parent_units == 0 && std::all_of(sizes.begin(), sizes.end(), [&](int z) { return z == sizes[0]; });
+      s.units.push_back(std::max(1, units / parent_units));
+      s.rail_inter.push_back(algorithms::refines(nodes, p));
+      parent_units = units;
+    }
+    const std::vector<int>& leaf = chain.empty() ? std::vector<int>(nodes.size(), 0) : chain.back();
+    std::map<int, int> node_of_leaf;
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (!node_of_leaf.emplace(leaf[i], nodes[i]).second && node_of_leaf[leaf[i]] != nodes[i]) s.leaf_inter = true;
+    return s;
+  }
+
+  algorithms::Hierarchy<Transport>& hierarchy(Scope s) {
+    auto& h = hierarchies_[index(s)];
+    if (!h) h = algorithms::Hierarchy<Transport>::build(transport(s).split(0, transport(s).rank()), partitions_[index(s)], true);
+    return *h;
+  }
+
+  algorithms::HierarchicalParams hierarchical(Algorithm a, Collective c, std::size_t bytes, Scope s) const {
+    algorithms::HierarchicalParams p;
+    p.ring = ring_;
+    p.overlap = a == Algorithm::paro_cc;
+    p.concurrent = t_.concurrent_use();
+    p.pipeline_chunk_bytes = pipeline_chunk_ ? pipeline_chunk_ : cost_.predict(a, c, bytes, shape(s)).pipeline_chunk_bytes;
+    return p;
+  }
 
   const Topology& checked(const Topology& topo) const {
     detail::require(t_.size() > 0, "Communicator: the transport is empty (a split with a negative color)");
@@ -234,12 +377,13 @@ class Communicator {
   // or garbage. Costs one small all-gather per call.
   void check_agreement(Transport& t, Collective c, Scope s, Algorithm a, std::size_t count, DataType dt, ReduceOp op) {
     if (!check_signatures_) return;
-    constexpr std::size_t fields = 8;  // the ring's chunking too: ranks must cut chunks alike
+    constexpr std::size_t fields = 9;  // the chunking too: ranks must cut chunks alike
     const std::int64_t mine[fields] = {static_cast<std::int64_t>(c),     static_cast<std::int64_t>(s),
                                        static_cast<std::int64_t>(a),     static_cast<std::int64_t>(count),
                                        static_cast<std::int64_t>(dt),    static_cast<std::int64_t>(op),
                                        static_cast<std::int64_t>(ring_.chunk_bytes),
-                                       static_cast<std::int64_t>(ring_.window)};
+                                       static_cast<std::int64_t>(ring_.window),
+                                       static_cast<std::int64_t>(pipeline_chunk_)};
     std::vector<std::int64_t> all(fields * static_cast<std::size_t>(t.size()));
     std::copy(mine, mine + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(t.rank())));
     algorithms::bruck_all_gather(t, all.data(), fields, DataType::i64);
@@ -248,7 +392,7 @@ class Communicator {
       return detail::concat(name_of(static_cast<Collective>(f[0])), " scope=", name_of(static_cast<Scope>(f[1])),
                             " algo=", name_of(static_cast<Algorithm>(f[2])), " count=", f[3], " ",
                             name_of(static_cast<DataType>(f[4])), " ", name_of(static_cast<ReduceOp>(f[5])),
-                            " (PARO_RING_CHUNK=", f[6], " PARO_RING_WINDOW=", f[7], ")");
+                            " (PARO_RING_CHUNK=", f[6], " PARO_RING_WINDOW=", f[7], " PARO_CC_CHUNK=", f[8], ")");
     };
     for (int r = 1; r < t.size(); ++r)
       detail::require(std::equal(all.begin(), all.begin() + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(r))),

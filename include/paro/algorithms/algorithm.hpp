@@ -14,9 +14,12 @@ namespace paro {
 
 enum class Collective { all_gather, reduce_scatter, all_reduce };
 
-enum class Algorithm { automatic, ring, tree, native };
+// ring and tree are flat; mics_hcs, paro_seq and paro_cc are hierarchical (they use the groups and rails
+// of the topology, and fall back to ring on a scope without levels).
+enum class Algorithm { automatic, ring, tree, native, mics_hcs, paro_seq, paro_cc };
 
-inline constexpr Algorithm all_algorithms[] = {Algorithm::ring, Algorithm::tree, Algorithm::native};
+inline constexpr Algorithm all_algorithms[] = {Algorithm::ring,     Algorithm::tree,     Algorithm::mics_hcs,
+                                               Algorithm::paro_seq, Algorithm::paro_cc, Algorithm::native};
 
 inline const char* name_of(Collective c) {
   switch (c) {
@@ -33,6 +36,9 @@ inline const char* name_of(Algorithm a) {
     case Algorithm::ring: return "ring";
     case Algorithm::tree: return "tree";
     case Algorithm::native: return "native";
+    case Algorithm::mics_hcs: return "mics_hcs";
+    case Algorithm::paro_seq: return "paro_seq";
+    case Algorithm::paro_cc: return "paro_cc";
   }
   return "invalid";
 }
@@ -58,8 +64,8 @@ inline Algorithm parse_algorithm(std::string_view s) {
   const std::string key = detail::lowercase_without_underscores(detail::trim(s));
   if (key == "automatic" || key == "auto" || key == "default") return Algorithm::automatic;
   for (Algorithm a : all_algorithms)
-    if (key == name_of(a)) return a;
-  throw Error(detail::concat("unknown algorithm '", s, "'; allowed: automatic ring tree native"));
+    if (key == detail::lowercase_without_underscores(name_of(a))) return a;
+  throw Error(detail::concat("unknown algorithm '", s, "'; allowed: automatic ring tree mics_hcs paro_seq paro_cc native"));
 }
 
 inline Collective parse_collective(std::string_view s) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 namespace paro::algorithms {
 
@@ -35,12 +36,44 @@ class BlockLayout {
   std::size_t extra_;
 };
 
+// Blocks at arbitrary element offsets of one buffer, each with its own length: the blocks a hierarchical
+// schedule hands to a sub-communicator (the shards of one group, scattered over the full buffer).
+class BlockList {
+ public:
+  BlockList() = default;
+  void add(std::size_t offset, std::size_t count) {
+    offsets_.push_back(offset);
+    counts_.push_back(count);
+    max_ = std::max(max_, count);
+  }
+  template <class Layout>
+  static BlockList from(const Layout& layout) {
+    BlockList list;
+    for (int b = 0; b < layout.blocks(); ++b) list.add(layout.offset(b), layout.count(b));
+    return list;
+  }
+  int blocks() const { return static_cast<int>(offsets_.size()); }
+  std::size_t offset(int b) const { return offsets_[static_cast<std::size_t>(b)]; }
+  std::size_t count(int b) const { return counts_[static_cast<std::size_t>(b)]; }
+  std::size_t max_count() const { return max_; }
+  std::size_t total() const {
+    std::size_t t = 0;
+    for (std::size_t c : counts_) t += c;
+    return t;
+  }
+
+ private:
+  std::vector<std::size_t> offsets_, counts_;
+  std::size_t max_ = 0;
+};
+
 // Pipelining: every block is cut into the same number of chunks, so a step's chunk c always pairs with
 // the neighbour's chunk c.
 struct ChunkPlan {
   std::size_t chunks;
 
-  static ChunkPlan for_layout(const BlockLayout& layout, std::size_t element_size, std::size_t chunk_bytes) {
+  template <class Layout>
+  static ChunkPlan for_layout(const Layout& layout, std::size_t element_size, std::size_t chunk_bytes) {
     const std::size_t chunk_elements = std::max<std::size_t>(1, chunk_bytes / element_size);
     const std::size_t chunks = (layout.max_count() + chunk_elements - 1) / chunk_elements;
     return {std::clamp<std::size_t>(chunks, 1, std::size_t{1} << 30)};  // chunk indices stay ints

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "paro/algorithms/layout.hpp"
+#include "paro/core/dtype.hpp"
+#include "paro/core/reduce_op.hpp"
 #include "paro/core/env.hpp"
 #include "paro/core/log.hpp"
 
@@ -36,17 +38,26 @@ constexpr int tag = 0x52;
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace ring_detail
 
-// Reduces `in` (layout.total() elements, block b destined to rank b) over all ranks and writes this rank's
-// block to `out` (layout.count(rank) elements), divided by n for avg. `out` may be the rank's own block of `in`.
-template <class T>
-void ring_reduce_scatter(T& t, const void* in, void* out, const BlockLayout& layout, DataType dt, ReduceOp op,
-                         const RingParams& params) {
+// Hooks let a hierarchical schedule overlap another level with the ring: the reduce-scatter calls
+// before_block(b) before it first reads block b of its input (in the order r-1, r-2, ..., r), the
+// all-gather calls after_block(b) once block b has fully arrived (in the order r-1, r-2, ...).
+struct NoHook {
+  void operator()(int) const {}
+};
+
+// Reduces `in` (block b, at layout.offset(b), destined to rank b) over all ranks and writes this rank's
+// block to `out` (layout.count(rank) elements), divided by n for avg. `out` may be the rank's own block of
+// `in`. Layout: BlockLayout or BlockList.
+template <class T, class Layout, class BeforeBlock = NoHook>
+void ring_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, DataType dt, ReduceOp op,
+                         const RingParams& params, BeforeBlock&& before_block = {}) {
   const int n = t.size(), r = t.rank();
   const std::size_t esize = size_of(dt);
   const char* input = static_cast<const char*>(in);
   char* output = static_cast<char*>(out);
   if (n == 1) {
-    t.copy(output, input, layout.count(0) * esize);
+    before_block(0);
+    t.copy(output, input + layout.offset(0) * esize, layout.count(0) * esize);
     return;
   }
   const int right = ring_detail::mod(r + 1, n), left = ring_detail::mod(r - 1, n);
@@ -66,6 +77,7 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const BlockLayout& lay
 
   std::vector<typename T::Request> first_sends;
   const int first_block = ring_detail::mod(r - 1, n);
+  before_block(first_block);
   for (std::size_t c = 0; c < plan.chunks; ++c) {
     auto [off, len] = plan.piece(layout.count(first_block), c);
     first_sends.push_back(t.isend(input + (layout.offset(first_block) + off) * esize, len * esize, right, ring_detail::tag));
@@ -81,6 +93,7 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const BlockLayout& lay
   for (std::size_t item = 0; item < items; ++item) {
     t.wait(recvs[item % window]);
     const int block = recv_block(item);
+    if (item % plan.chunks == 0) before_block(block);
     auto [off, len] = chunk_of(block, item);
     const char* mine = input + (layout.offset(block) + off) * esize;
     if (item < last_step_start) {
@@ -97,8 +110,9 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const BlockLayout& lay
 }
 
 // Fills every block of `buf` from its owner; this rank's block must already be in place.
-template <class T>
-void ring_all_gather(T& t, void* buf, const BlockLayout& layout, DataType dt, const RingParams& params) {
+template <class T, class Layout, class AfterBlock = NoHook>
+void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const RingParams& params,
+                     AfterBlock&& after_block = {}) {
   const int n = t.size(), r = t.rank();
   if (n == 1) return;
   const std::size_t esize = size_of(dt);
@@ -134,6 +148,7 @@ void ring_all_gather(T& t, void* buf, const BlockLayout& layout, DataType dt, co
       sends.push_back(t.isend(ptr, bytes, right, ring_detail::tag));
     }
     if (item + window < items) post_recv(item + window);
+    if (item % plan.chunks == plan.chunks - 1) after_block(recv_block(item));
   }
   t.wait_all(sends);
 }

@@ -1,29 +1,119 @@
 #pragma once
-// Automatic algorithm choice for a flat communicator: the logarithmic-latency tree algorithms while the
-// full buffer is small, the bandwidth-optimal ring above. The crossover is PARO_TREE_MAX_BYTES (default
-// 64K, measured with paro-bench on the threads and mpi backends; docs/results.md).
+// Where the cost model's numbers come from, first found:
+//   1. PARO_COST_FILE: a JSON file written by `paro-bench --calibrate` (measured on this machine/backend)
+//   2. the links of the topology (PARO_EMULATE's link keys, or a topology file's "links" and "nic"),
+//      over PARO_LINKS's preset (or the default) for whatever they leave out
+//   3. PARO_LINKS=<preset> (cost_model.hpp: presets())
+//   4. the default preset
+// The automatic algorithm is the fastest the model predicts (CostModel::choose).
+//
+//   {"intra": {"gbps": 20, "latency_us": 1}, "inter": {"gbps": 2, "latency_us": 10}, "nic": "shared",
+//    "step_us": 12, "lane_us": 40, "reduce_gbps": 30, "copy_gbps": 60}          (a cost file)
 
-#include <cstddef>
+#include <fstream>
+#include <sstream>
+#include <string>
 
-#include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/cost_model.hpp"
 #include "paro/core/env.hpp"
+#include "paro/topology/topology.hpp"
+
+#if __has_include(<nlohmann/json.hpp>)
+#include <nlohmann/json.hpp>
+#define PARO_HAVE_COST_JSON 1
+#endif
 
 namespace paro::algorithms {
 
-struct SelectionPolicy {
-  std::size_t tree_max_bytes = std::size_t{64} << 10;
+// The JSON form of a link model (a cost file); needs nlohmann-json.
+inline std::string to_json(const LinkModel& m) {
+  return detail::concat("{\"intra\": {\"gbps\": ", m.intra.gbps, ", \"latency_us\": ", m.intra.latency_us,
+                        "}, \"inter\": {\"gbps\": ", m.inter.gbps, ", \"latency_us\": ", m.inter.latency_us,
+                        "}, \"nic\": \"", name_of(m.nic), "\", \"step_us\": ", m.step_us, ", \"lane_us\": ", m.lane_us,
+                        ", \"reduce_gbps\": ", m.reduce_gbps, ", \"copy_gbps\": ", m.copy_gbps, "}");
+}
 
-  static SelectionPolicy from_env() {
-    SelectionPolicy p;
-    p.tree_max_bytes = env::bytes_or("PARO_TREE_MAX_BYTES", p.tree_max_bytes);
-    return p;
+inline LinkModel parse_cost_file(const std::string& text, const std::string& path) {
+#ifdef PARO_HAVE_COST_JSON
+  using nlohmann::json;
+  auto fail = [&](const std::string& field, const std::string& why) {
+    throw Error(detail::concat("PARO_COST_FILE '", path, "': ", field, ": ", why));
+  };
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail("syntax", e.what());
   }
+  if (!doc.is_object()) fail("top level", "expected an object (as written by paro-bench --calibrate)");
+  LinkModel m;
+  auto number = [&](const json& obj, const char* key, const std::string& where, double& out) {
+    if (!obj.contains(key)) return;
+    if (!obj[key].is_number() || obj[key].get<double>() < 0) fail(where + key, "expected a non-negative number");
+    out = obj[key].get<double>();
+  };
+  for (auto& [key, value] : doc.items()) {
+    if (key == "intra" || key == "inter") {
+      if (!value.is_object()) fail(key, "expected {\"gbps\": .., \"latency_us\": ..}");
+      LinkSpec& link = key == "intra" ? m.intra : m.inter;
+      for (auto& [field, v] : value.items())
+        if (field != "gbps" && field != "latency_us") fail(key + "." + field, "unknown field; allowed: gbps latency_us");
+      number(value, "gbps", key + ".", link.gbps);
+      number(value, "latency_us", key + ".", link.latency_us);
+    } else if (key == "nic") {
+      if (!value.is_string()) fail("nic", "expected \"shared\" or \"per_rank\"");
+      try {
+        m.nic = parse_nic_model(value.get<std::string>(), "nic");
+      } catch (const Error& e) {
+        fail("nic", e.what() + 6);
+      }
+    } else if (key == "step_us" || key == "lane_us" || key == "reduce_gbps" || key == "copy_gbps") {
+      number(doc, key.c_str(), "", key == "step_us" ? m.step_us : key == "lane_us" ? m.lane_us
+                                                            : key == "reduce_gbps" ? m.reduce_gbps : m.copy_gbps);
+    } else {
+      fail(key, "unknown field; allowed: intra inter nic step_us lane_us reduce_gbps copy_gbps");
+    }
+  }
+  if (m.intra.gbps <= 0 || m.inter.gbps <= 0 || m.reduce_gbps <= 0 || m.copy_gbps <= 0)
+    fail("bandwidths", "intra.gbps, inter.gbps, reduce_gbps and copy_gbps must be positive");
+  m.source = detail::concat("PARO_COST_FILE ", path);
+  return m;
+#else
+  (void)text;
+  throw Error(detail::concat("PARO_COST_FILE '", path, "': reading cost files needs nlohmann-json (Debian: nlohmann-json3-dev)"));
+#endif
+}
 
-  // full_bytes: the size of the full buffer (n blocks for all-gather and reduce-scatter).
-  Algorithm choose(Collective, int ranks, std::size_t full_bytes) const {
-    if (ranks <= 2) return Algorithm::ring;  // one exchange either way; ring pipelines large ones
-    return full_bytes <= tree_max_bytes ? Algorithm::tree : Algorithm::ring;
+inline LinkModel link_model_for(const Topology& topo) {
+  if (auto path = env::get("PARO_COST_FILE")) {
+    std::ifstream in(*path);
+    detail::require(static_cast<bool>(in), "PARO_COST_FILE '", *path, "': cannot open the file");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return parse_cost_file(text.str(), *path);
   }
-};
+  LinkModel m;
+  if (auto name = env::get("PARO_LINKS")) m = preset(*name);
+  bool from_topology = false;
+  auto node = topo.links.find(Level::node);
+  if (node != topo.links.end() && node->second.known()) {
+    if (node->second.gbps > 0) m.intra.gbps = node->second.gbps;
+    m.intra.latency_us = node->second.latency_us;
+    from_topology = true;
+  }
+  // Between nodes, the slowest level the topology describes.
+  bool inter_known = false;
+  for (Level l : {Level::switch_, Level::pod}) {
+    auto it = topo.links.find(l);
+    if (it == topo.links.end() || !it->second.known()) continue;
+    const LinkSpec& link = it->second;
+    if (link.gbps > 0 && (!inter_known || link.gbps < m.inter.gbps)) m.inter.gbps = link.gbps;
+    m.inter.latency_us = inter_known ? std::max(m.inter.latency_us, link.latency_us) : link.latency_us;
+    inter_known = from_topology = true;
+  }
+  if (topo.nic) m.nic = *topo.nic;
+  if (from_topology) m.source = detail::concat("topology links over ", m.source);
+  return m;
+}
 
 }  // namespace paro::algorithms

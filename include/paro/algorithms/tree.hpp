@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "paro/algorithms/layout.hpp"
+#include "paro/core/dtype.hpp"
+#include "paro/core/reduce_op.hpp"
 
 namespace paro::algorithms {
 
@@ -183,6 +185,18 @@ void bruck_all_gather(T& t, void* buf, std::size_t count, DataType dt) {
     segments((r + k) % n, len, [&](char* p, std::size_t b) { requests.push_back(t.irecv(p, b, from, tree_detail::tag)); });
     segments(r, len, [&](char* p, std::size_t b) { requests.push_back(t.isend(p, b, to, tree_detail::tag)); });
     t.wait_all(requests);
+  }
+}
+
+// Dissemination barrier: ceil(log2 n) rounds of empty messages.
+template <class T>
+void barrier(T& t) {
+  const int n = t.size(), r = t.rank();
+  for (int k = 1; k < n; k *= 2) {
+    auto q = t.irecv(nullptr, 0, (r - k + n) % n, tree_detail::tag);
+    auto s = t.isend(nullptr, 0, (r + k) % n, tree_detail::tag);
+    t.wait(q);
+    t.wait(s);
   }
 }
 

@@ -55,12 +55,19 @@ inline long parse_integer(std::string_view text, std::string_view what, long lo,
   return v;
 }
 
-inline double parse_seconds(std::string_view text, std::string_view what) {
+// A finite decimal number in [lo, hi].
+inline double parse_number(std::string_view text, std::string_view what, double lo = 0, double hi = 1e9) {
   std::string s(text);
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  detail::require(!s.empty() && end == s.c_str() + s.size() && v > 0 && v <= 1e9, what, ": '", text,
-                  "' is not a number of seconds in (0, 1e9]");
+  detail::require(!s.empty() && end == s.c_str() + s.size() && v >= lo && v <= hi, what, ": '", text,
+                  "' is not a number in [", lo, ", ", hi, "]");
+  return v;
+}
+
+inline double parse_seconds(std::string_view text, std::string_view what) {
+  const double v = parse_number(text, what, 0, 1e9);
+  detail::require(v > 0, what, ": '", text, "' is not a number of seconds in (0, 1e9]");
   return v;
 }
 

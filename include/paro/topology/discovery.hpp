@@ -314,7 +314,10 @@ inline Topology resolve(const std::vector<LocalFacts>& facts, const TopologyFile
       t.known_levels.push_back(Level::pod);
     }
   }
-  if (file) t.links = file->links;
+  if (file) {
+    t.links = file->links;
+    t.nic = file->nic;
+  }
   t.validate();
   return t;
 }
@@ -385,7 +388,10 @@ Topology discover(Transport& t, const DiscoveryOptions& options = DiscoveryOptio
                       "'; give every rank the same");
   if (options.emulate) {
     Topology topo = EmulationSpec::parse(*options.emulate).place(t.size());
-    if (file) topo.links = file->links;
+    if (file && topo.links.empty()) {  // PARO_EMULATE's link keys win
+      topo.links = file->links;
+      topo.nic = file->nic;
+    }
     return topo;
   }
   return resolve(facts, file ? &*file : nullptr, t.rank());

@@ -2,7 +2,7 @@
 // PARO_EMULATE: a cluster tree for ranks that all run on one machine, so that every grouping can be
 // tested and benchmarked anywhere.
 //
-//   pods=P,switches=S,nodes=N,ranks=R[,order=block|cyclic]
+//   pods=P,switches=S,nodes=N,ranks=R[,order=block|cyclic][,intra_gbps=B,intra_us=L,inter_gbps=B,inter_us=L,nic=M]
 //
 // S switches per pod, N nodes per switch, R ranks per node; R may be a ':'-separated list with one count
 // per node (uneven nodes, e.g. nodes=2,ranks=3:5). Omitted: pods, switches and nodes default to 1 and
@@ -24,7 +24,11 @@ struct EmulationSpec {
   int pods = 1, switches = 1, nodes = 1;
   std::vector<int> ranks_per_node;  // empty: even split of the communicator; one value: every node; else per node
   bool cyclic = false;
+  LinkSpec intra, inter;
+  NicModel nic = NicModel::shared;
   std::string text;
+
+  bool paced() const { return intra.known() || inter.known(); }
 
   int total_nodes() const { return pods * switches * nodes; }
 
@@ -45,7 +49,8 @@ struct EmulationSpec {
     auto fail = [&](const std::string& why) {
       throw Error(detail::concat("PARO_EMULATE='", text, "': ", why,
                                  "; form: pods=P,switches=S,nodes=N,ranks=R[,order=block|cyclic] (R may be a "
-                                 "':'-separated list, one count per node)"));
+                                 "':'-separated list, one count per node) and optional link keys "
+                                 "intra_gbps intra_us inter_gbps inter_us nic=shared|per_rank"));
     };
     std::size_t start = 0;
     while (start < text.size()) {
@@ -78,8 +83,25 @@ struct EmulationSpec {
       } else if (key == "order") {
         if (value == "cyclic") s.cyclic = true;
         else if (value != "block") fail(detail::concat("order='", value, "' is not one of: block cyclic"));
+      } else if (key == "intra_gbps" || key == "intra_us" || key == "inter_gbps" || key == "inter_us") {
+        double number = 0;
+        try {
+          number = env::parse_number(value, key);
+        } catch (const Error&) {
+          fail(detail::concat(key, "='", value, "' is not a number"));
+        }
+        if (!(number >= 0 && number <= 1e9)) fail(detail::concat(key, "='", value, "' must be between 0 and 1e9"));
+        LinkSpec& link = key.substr(0, 5) == "intra" ? s.intra : s.inter;
+        (key.substr(6) == "gbps" ? link.gbps : link.latency_us) = number;
+      } else if (key == "nic") {
+        try {
+          s.nic = parse_nic_model(value, "PARO_EMULATE");
+        } catch (const Error&) {
+          fail(detail::concat("nic='", value, "' is not one of: shared per_rank"));
+        }
       } else {
-        fail(detail::concat("unknown key '", key, "'; allowed: pods switches nodes ranks order"));
+        fail(detail::concat("unknown key '", key, "'; allowed: pods switches nodes ranks order intra_gbps intra_us ",
+                            "inter_gbps inter_us nic"));
       }
     }
     if (static_cast<long long>(s.pods) * s.switches * s.nodes > (1 << 20))
@@ -135,6 +157,11 @@ struct EmulationSpec {
     }
     for (const char* fact : {"node", "local", "switch", "pod"}) t.sources[fact] = "PARO_EMULATE";
     t.known_levels = {Level::node, Level::switch_, Level::pod};
+    if (paced()) {
+      t.links[Level::node] = intra;
+      t.links[Level::switch_] = t.links[Level::pod] = inter;
+      t.nic = nic;
+    }
     return t;
   }
 };

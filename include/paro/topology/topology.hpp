@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <string>
 #include <string_view>
@@ -39,16 +40,31 @@ struct RankPlace {
   }
 };
 
-// Bandwidth and latency of the links that join the members of one level (from a topology file).
+// Bandwidth and latency of the links that join the members of one level (topology file, PARO_EMULATE).
 struct LinkSpec {
-  double gbps = 0;        // GB/s per rank; 0 = unknown
+  double gbps = 0;        // Gbit/s: per rank inside a node, per NIC between nodes; 0 = unknown
   double latency_us = 0;  // 0 = unknown
+  bool known() const { return gbps > 0 || latency_us > 0; }
+  double us_per_byte() const { return gbps > 0 ? 8e-3 / gbps : 0; }
 };
+
+// How the ranks of a node reach other nodes: through one NIC they share (public cloud), or each
+// through its own (rail-optimized GPU clusters). Which algorithm wins depends on it.
+enum class NicModel { shared, per_rank };
+
+inline const char* name_of(NicModel m) { return m == NicModel::shared ? "shared" : "per_rank"; }
+
+inline NicModel parse_nic_model(std::string_view s, std::string_view where) {
+  if (s == "shared") return NicModel::shared;
+  if (s == "per_rank" || s == "rank") return NicModel::per_rank;
+  throw Error(detail::concat(where, ": nic='", s, "' is not one of: shared per_rank"));
+}
 
 struct Topology {
   std::vector<RankPlace> ranks;                // by communicator rank
   std::map<std::string, std::string> sources;  // fact ("node", "local", "switch", "pod") -> where it came from
-  std::map<Level, LinkSpec> links;             // per level, where a topology file gave them
+  std::map<Level, LinkSpec> links;             // per level, where a topology file or PARO_EMULATE gave them
+  std::optional<NicModel> nic;                 // where a topology file or PARO_EMULATE said
   std::vector<Level> known_levels = {Level::node};  // levels some source described (node always)
 
   int size() const { return static_cast<int>(ranks.size()); }

@@ -4,8 +4,10 @@
 //   {
 //     "hosts": [ {"name": "gpu01", "switch": "leaf1", "pod": "podA"}, ... ],   switch and pod optional
 //     "ranks": ["gpu01", "gpu01", "gpu02", ...],    optional: the host of each rank, by rank
-//     "links": {"node": {"gbps": 300, "latency_us": 0.5}, "switch": {...}, "pod": {...}}   optional
+//     "links": {"node": {"gbps": 2400, "latency_us": 0.5}, "switch": {...}, "pod": {...}}   optional
+//     "nic": "per_rank"                            optional: "shared" (one NIC per node) or "per_rank"
 //   }
+// Link bandwidths are Gbit/s: per rank for "node" (the links inside a node), per NIC for the levels above.
 //
 // Without "ranks", a rank's host comes from the next sources (launcher, Slurm, host identity) and must be
 // listed in "hosts". Parsing needs nlohmann-json (Debian: nlohmann-json3-dev); errors name the file, the
@@ -40,6 +42,7 @@ struct TopologyFile {
   std::map<std::string, HostEntry> hosts;
   std::vector<std::string> rank_hosts;  // empty: not given
   std::map<Level, LinkSpec> links;
+  std::optional<NicModel> nic;
 
   bool gives_switch() const {
     for (auto& [name, h] : hosts)
@@ -77,10 +80,10 @@ struct TopologyFile {
     TopologyFile f;
     f.path = path;
     f.content_hash = std::hash<std::string>{}(text);
-    if (!doc.is_object()) fail("top level", "expected an object with \"hosts\" (and optional \"ranks\", \"links\")");
+    if (!doc.is_object()) fail("top level", "expected an object with \"hosts\" (and optional \"ranks\", \"links\", \"nic\")");
     for (auto& [key, value] : doc.items())
-      if (key != "hosts" && key != "ranks" && key != "links")
-        fail(key, "unknown field; allowed: hosts ranks links");
+      if (key != "hosts" && key != "ranks" && key != "links" && key != "nic")
+        fail(key, "unknown field; allowed: hosts ranks links nic");
     if (!doc.contains("hosts") || !doc["hosts"].is_array() || doc["hosts"].empty())
       fail("hosts", "expected a non-empty array of {\"name\", \"switch\", \"pod\"}");
     const json& hosts = doc["hosts"];
@@ -105,6 +108,14 @@ struct TopologyFile {
         const std::string host = ranks[i].get<std::string>();
         if (!f.hosts.count(host)) fail(detail::concat("ranks[", i, "]"), "host '" + host + "' is not in \"hosts\"");
         f.rank_hosts.push_back(host);
+      }
+    }
+    if (doc.contains("nic")) {
+      if (!doc["nic"].is_string()) fail("nic", "expected \"shared\" or \"per_rank\"");
+      try {
+        f.nic = parse_nic_model(doc["nic"].get<std::string>(), "nic");
+      } catch (const Error& e) {
+        fail("nic", e.what() + 6);
       }
     }
     if (doc.contains("links")) {

@@ -99,7 +99,8 @@ inline int checked_count(std::size_t count, const char* what) {
 
 }  // namespace detail
 
-// Initialises MPI (with MPI_THREAD_SERIALIZED) if nobody has, and finalises it if it did.
+// Initialises MPI (asking for MPI_THREAD_MULTIPLE, which overlapped algorithms use to drive two
+// communicators at once) if nobody has, and finalises it if it did.
 class Environment {
  public:
   Environment(int* argc = nullptr, char*** argv = nullptr) {
@@ -107,7 +108,7 @@ class Environment {
     MPI_Initialized(&initialized);
     if (!initialized) {
       int provided = 0;
-      detail::check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      detail::check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
       owner_ = true;
     }
   }
@@ -150,6 +151,13 @@ class Transport : public HostMemory {
   int rank() const { return rank_; }
   int size() const { return size_; }
   MPI_Comm comm() const { return comm_ ? *comm_ : MPI_COMM_NULL; }
+  // Lanes of an overlapped algorithm may drive different communicators from different threads only where
+  // MPI was initialised with MPI_THREAD_MULTIPLE; otherwise they run one after the other.
+  bool concurrent_use() const {
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    return level == MPI_THREAD_MULTIPLE;
+  }
 
   Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
     Request r{{}, bytes, peer, tag, true};

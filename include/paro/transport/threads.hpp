@@ -178,6 +178,8 @@ class Transport : public HostMemory {
   int rank() const { return rank_; }
   int size() const { return group_ ? group_->size() : 0; }
   int world_rank() const { return group_->world_ranks[static_cast<std::size_t>(rank_)]; }
+  // Different communicators of one rank may be driven from different threads at once.
+  bool concurrent_use() const { return true; }
 
   Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
     check_peer(peer, tag, "isend");

@@ -11,6 +11,8 @@
 //   void copy(void* dst, const void* src, size_t bytes)
 //   void reduce(void* dst, const void* a, const void* b, size_t count, DataType, ReduceOp)   dst = a op b
 //   void divide(void* buf, size_t count, DataType, int divisor)       the last step of avg
+//   bool concurrent_use() const        may different communicators of one rank be driven from different
+//                                      threads at once (the lanes of overlapped algorithms)
 //   static constexpr const char* name; static constexpr bool has_native_collectives
 // With has_native_collectives, also native_all_reduce / native_all_gather / native_reduce_scatter taking
 // the public verbs' arguments (the passthrough baseline).
@@ -67,6 +69,7 @@ struct is_transport<
                    decltype(std::declval<T&>().irecv(std::declval<void*>(), std::size_t{}, 0, 0)),
                    decltype(std::declval<T&>().split(0, 0)),
                    decltype(std::declval<T&>().allocate(std::size_t{})),
+                   decltype(std::declval<const T&>().concurrent_use()),
                    decltype(T::has_native_collectives), decltype(T::name)>> : std::true_type {};
 
 }  // namespace detail

@@ -1,0 +1,305 @@
+#pragma once
+// The alpha-beta cost model: predicts every algorithm's time for a collective on a scope, picks the
+// fastest (as NCCL's tuner does), sizes the paro_cc all-reduce pipeline, and gives the lower bound that
+// no algorithm can beat on the topology.
+//
+// Two link classes: intra (inside a node; per rank) and inter (leaving a node; per NIC). A NIC is either
+// shared by all ranks of its node (public cloud) or one per rank (rail-optimized GPU clusters). Times are
+// in microseconds, sizes in bytes, bandwidths in Gbit/s.
+//
+// Where the numbers come from (first found): PARO_COST_FILE (written by paro-bench --calibrate), the link
+// keys of PARO_EMULATE, the links of the topology file, PARO_LINKS=<preset> (presets()), the default preset.
+// The formulas are in docs/algorithms.md.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "paro/algorithms/algorithm.hpp"
+#include "paro/core/error.hpp"
+#include "paro/topology/topology.hpp"
+
+namespace paro::algorithms {
+
+struct LinkModel {
+  LinkSpec intra{800, 1};  // default: NVLink-class links inside a node
+  LinkSpec inter{200, 5};  // one 200 Gbit/s NIC per rank
+  NicModel nic = NicModel::per_rank;
+  double step_us = 2;          // software cost of one message step
+  double lane_us = 20;         // starting the lanes of one overlapped call
+  double reduce_gbps = 400;    // local reduction throughput (bytes of one operand)
+  double copy_gbps = 800;      // local copies
+  std::string source = "default preset";
+};
+
+struct NamedPreset {
+  const char* name;
+  const char* describes;
+  LinkModel model;
+};
+
+inline std::vector<NamedPreset> presets() {
+  auto make = [](LinkSpec intra, LinkSpec inter, NicModel nic, double step, double reduce) {
+    LinkModel m;
+    m.intra = intra;
+    m.inter = inter;
+    m.nic = nic;
+    m.step_us = step;
+    m.reduce_gbps = reduce;
+    m.copy_gbps = 2 * reduce;
+    return m;
+  };
+  return {
+      {"nvlink-ib400", "H100/H200 nodes: NVLink 3.6 Tbit/s per GPU, one 400 Gbit/s InfiniBand NIC per GPU",
+       make({3600, 1}, {400, 4}, NicModel::per_rank, 2, 8000)},
+      {"nvlink-roce200", "A100 nodes: NVLink 2.4 Tbit/s per GPU, one 200 Gbit/s RoCE NIC per GPU",
+       make({2400, 1}, {200, 6}, NicModel::per_rank, 2, 6000)},
+      {"pcie-eth100", "PCIe GPUs: 128 Gbit/s per GPU, one 100 Gbit/s Ethernet NIC per node",
+       make({128, 3}, {100, 15}, NicModel::shared, 3, 4000)},
+      {"cpu-tcp25", "CPU hosts: shared memory 80 Gbit/s per rank, one 25 Gbit/s TCP NIC per node",
+       make({80, 1}, {25, 30}, NicModel::shared, 3, 40)},
+  };
+}
+
+inline LinkModel preset(const std::string& name) {
+  std::string names;
+  for (const auto& p : presets()) {
+    if (name == p.name) {
+      LinkModel m = p.model;
+      m.source = detail::concat("preset ", p.name);
+      return m;
+    }
+    names += detail::concat(names.empty() ? "" : " ", p.name);
+  }
+  throw Error(detail::concat("PARO_LINKS='", name, "' is not a preset; allowed: ", names));
+}
+
+// What the model needs to know about a scope: how the hierarchical algorithms would cut it, and how its
+// flat algorithms' messages meet the links.
+struct CostShape {
+  int ranks = 1;
+  std::vector<int> units;          // units per level of the hierarchy, top first; empty: flat
+  std::vector<bool> rail_inter;    // per level: do the rail's messages leave the node?
+  bool leaf_inter = false;         // does the innermost (flat) unit span nodes?
+  bool even = true;                // every level's units are alike (else the flat ring runs)
+  int nodes = 1;                   // distinct nodes among the scope's members
+  int ranks_per_node = 1;          // the scope's members on the fullest node
+  double nic_flows = 1;            // flows through one NIC when every member sends across nodes at once
+  double ring_nic_flows = 0;       // flows through one NIC in a flat ring step (0: the ring stays in a node)
+  int leaf() const {
+    int r = ranks;
+    for (int u : units) r /= std::max(u, 1);
+    return r;
+  }
+  bool hierarchical() const { return !units.empty() && even; }
+};
+
+struct Prediction {
+  double time_us = 0;
+  std::size_t pipeline_chunk_bytes = 0;  // paro_cc all-reduce
+};
+
+class CostModel {
+ public:
+  CostModel() = default;
+  explicit CostModel(LinkModel links) : l_(std::move(links)) {}
+  const LinkModel& links() const { return l_; }
+
+  // full_bytes: the full buffer (n blocks for all-gather and reduce-scatter).
+  Prediction predict(Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) const {
+    const double N = static_cast<double>(full_bytes);
+    const int n = s.ranks;
+    if (n <= 1) return {l_.step_us, 0};
+    const double block = N / n;
+    switch (a) {
+      case Algorithm::ring: return {flat_ring(c, N, n, flat_link(s)), 0};
+      case Algorithm::tree: return {flat_tree(c, N, n, s), 0};
+      case Algorithm::paro_cc:
+      case Algorithm::paro_seq: {
+        if (!s.hierarchical()) return {flat_ring(c, N, n, flat_link(s)), 0};
+        const bool overlap = a == Algorithm::paro_cc;
+        if (c == Collective::all_gather) return {gather(s, 0, block, overlap) + lanes(s, overlap), 0};
+        if (c == Collective::reduce_scatter) return {scatter(s, 0, block, overlap) + lanes(s, overlap), 0};
+        return all_reduce(s, N, overlap);
+      }
+      case Algorithm::mics_hcs: {
+        if (!s.hierarchical()) return {flat_ring(c, N, n, flat_link(s)), 0};
+        return {mics(c, s, N), 0};
+      }
+      case Algorithm::native:
+      case Algorithm::automatic: break;
+    }
+    return {0, 0};
+  }
+
+  // The fastest predicted algorithm among those the backend offers (native is never predicted).
+  Algorithm choose(Collective c, std::size_t full_bytes, const CostShape& s) const {
+    Algorithm best = Algorithm::ring;
+    double best_time = predict(best, c, full_bytes, s).time_us;
+    for (Algorithm a : {Algorithm::tree, Algorithm::paro_cc, Algorithm::paro_seq, Algorithm::mics_hcs}) {
+      if (a != Algorithm::tree && !s.hierarchical()) continue;
+      const double t = predict(a, c, full_bytes, s).time_us;
+      if (t < best_time * (1 - 1e-9)) {
+        best = a;
+        best_time = t;
+      }
+    }
+    return best;
+  }
+
+  // No algorithm beats this: the bytes that must cross a node's NICs and each rank's intra links, traded
+  // off against each other at best, plus the latency of a log-depth exchange at each level. Software
+  // costs (steps, reductions) are not in it.
+  double lower_bound(Collective c, std::size_t full_bytes, const CostShape& s) const {
+    const double N = static_cast<double>(full_bytes);
+    const int n = s.ranks, q = std::max(1, s.nodes), m = std::max(1, s.ranks_per_node);
+    if (n <= 1) return 0;
+    const bool reduce_all = c == Collective::all_reduce;
+    // Bytes every rank must receive, and a node through its NICs, at the least.
+    const double per_rank = (reduce_all ? 2.0 : 1.0) * (n - 1) / n * N;
+    const double per_node_nic = (reduce_all ? 2.0 * (q - 1) / q : static_cast<double>(n - m) / n) * N;
+    const double nic_us = l_.inter.us_per_byte() / (l_.nic == NicModel::per_rank ? m : 1);
+    const double intra_us = l_.intra.us_per_byte();
+    double bandwidth = 0;
+    if (q == 1) {
+      bandwidth = per_rank * intra_us;
+    } else {
+      // y bytes through the node's NICs leave per_rank - y/m for each rank's intra links.
+      const double balanced = intra_us > 0 ? per_rank * intra_us / (nic_us + intra_us / m) : per_node_nic;
+      const double y = std::max(per_node_nic, std::min(balanced, per_rank * m));
+      bandwidth = std::max(y * nic_us, (per_rank - y / m) * intra_us);
+    }
+    const double hops = reduce_all ? 2.0 : 1.0;
+    const double latency = hops * (std::ceil(std::log2(q)) * l_.inter.latency_us + std::ceil(std::log2(m)) * l_.intra.latency_us);
+    return bandwidth + latency;
+  }
+
+ private:
+  LinkModel l_;
+
+  struct Hop {
+    double alpha, beta;  // per message (us), per byte (us)
+  };
+
+  Hop hop(bool inter, double flows) const {
+    if (!inter) return {l_.intra.latency_us + l_.step_us, l_.intra.us_per_byte()};
+    const double share = l_.nic == NicModel::shared ? std::max(1.0, flows) : 1.0;
+    return {l_.inter.latency_us + l_.step_us, std::max(l_.intra.us_per_byte(), share * l_.inter.us_per_byte())};
+  }
+  Hop flat_link(const CostShape& s) const { return hop(s.ring_nic_flows > 0, s.ring_nic_flows); }
+  double reduce_us(double bytes) const { return bytes * 8e-3 / l_.reduce_gbps; }
+  double copy_us(double bytes) const { return bytes * 8e-3 / l_.copy_gbps; }
+  double lanes(const CostShape&, bool overlap) const { return overlap ? l_.lane_us : 0; }
+  double barrier_us(int n) const { return std::ceil(std::log2(std::max(n, 2))) * (l_.step_us + l_.inter.latency_us); }
+
+  // Ring over n ranks with full buffer N: all-gather and reduce-scatter take n-1 steps of N/n bytes.
+  double flat_ring(Collective c, double N, int n, Hop h) const {
+    if (n <= 1) return l_.step_us;
+    const double block = N / n, steps = n - 1;
+    const double rs = steps * (h.alpha + block * h.beta) + steps * reduce_us(block);
+    const double ag = steps * (h.alpha + block * h.beta);
+    return c == Collective::all_gather ? ag : c == Collective::reduce_scatter ? rs : rs + ag;
+  }
+
+  double flat_tree(Collective c, double N, int n, const CostShape& s) const {
+    // The long-distance steps leave the node for every rank at once.
+    const Hop h = hop(s.nodes > 1, s.nic_flows);
+    int p = 1;
+    while (p * 2 <= n) p *= 2;
+    const bool fold = p != n;
+    const double logp = std::log2(p);
+    switch (c) {
+      case Collective::all_gather:
+        return std::ceil(std::log2(n)) * h.alpha + (n - 1.0) / n * N * h.beta;
+      case Collective::reduce_scatter:
+        return (logp + 2 * fold) * h.alpha + ((p - 1.0) / p + fold * (1 + 1.0 / n)) * N * h.beta +
+               ((p - 1.0) / p + fold) * reduce_us(N);
+      case Collective::all_reduce:
+        return (2 * logp + 2 * fold) * h.alpha + (2 * (p - 1.0) / p + 2 * fold) * N * h.beta +
+               ((p - 1.0) / p + fold) * reduce_us(N);
+    }
+    return 0;
+  }
+
+  int members_below(const CostShape& s, std::size_t level) const {
+    int r = s.ranks;
+    for (std::size_t k = 0; k < level; ++k) r /= s.units[k];
+    return r;
+  }
+  Hop rail_hop(const CostShape& s, std::size_t level) const { return hop(s.rail_inter[level], s.nic_flows); }
+  Hop leaf_hop(const CostShape& s) const { return hop(s.leaf_inter, s.nic_flows); }
+
+  // All-gather of `block` bytes per member of the level-`level` unit.
+  double gather(const CostShape& s, std::size_t level, double block, bool overlap) const {
+    if (level == s.units.size()) return flat_ring(Collective::all_gather, block * s.leaf(), s.leaf(), leaf_hop(s));
+    const int g = s.units[level];
+    const Hop rail = rail_hop(s, level);
+    const double step = rail.alpha + block * rail.beta;
+    const double shard = gather(s, level + 1, block, overlap);
+    if (!overlap) return (g - 1) * step + g * shard + 2 * barrier_us(members_below(s, level));
+    double t = shard;  // my own unit's shard first, then each as the rail delivers it
+    for (int k = 1; k < g; ++k) t = std::max(k * step, t) + shard;
+    return t;
+  }
+
+  double scatter(const CostShape& s, std::size_t level, double block, bool overlap) const {
+    if (level == s.units.size()) return flat_ring(Collective::reduce_scatter, block * s.leaf(), s.leaf(), leaf_hop(s));
+    const int g = s.units[level];
+    const Hop rail = rail_hop(s, level);
+    const double step = rail.alpha + block * rail.beta + reduce_us(block);
+    const double shard = scatter(s, level + 1, block, overlap);
+    if (!overlap) return g * shard + (g - 1) * step + 2 * barrier_us(members_below(s, level));
+    double t = shard;  // ring step k needs shard k+1
+    for (int k = 1; k < g; ++k) t = std::max(t, (k + 1) * shard) + step;
+    return t;
+  }
+
+  Prediction all_reduce(const CostShape& s, double N, bool overlap) const {
+    const int g = s.units[0], m = s.ranks / g;
+    const Hop rail = rail_hop(s, 0);
+    auto stages = [&](double chunk, double& rs, double& ar, double& ag) {
+      const double piece = chunk / m;
+      rs = m > 1 ? scatter(s, 1, piece, overlap) : 0;
+      ar = flat_ring(Collective::all_reduce, piece, g, rail);
+      ag = m > 1 ? gather(s, 1, piece, overlap) : 0;
+    };
+    double rs, ar, ag;
+    if (!overlap) {
+      stages(N, rs, ar, ag);
+      return {rs + ar + ag + 2 * barrier_us(s.ranks), 0};
+    }
+    Prediction best{0, 0};
+    for (double k = 1; k <= 1024 && N / k >= 4 * m; k *= 2) {
+      stages(N / k, rs, ar, ag);
+      const double t = rs + ar + ag + (k - 1) * std::max(rs + ag, ar) + l_.lane_us;
+      if (best.time_us == 0 || t < best.time_us) best = {t, static_cast<std::size_t>(std::ceil(N / k))};
+    }
+    if (best.time_us == 0) {
+      stages(N, rs, ar, ag);
+      best = {rs + ar + ag + l_.lane_us, static_cast<std::size_t>(N)};
+    }
+    return best;
+  }
+
+  double mics(Collective c, const CostShape& s, double N) const {
+    const int g = s.units[0], m = s.ranks / g;
+    const Hop rail = rail_hop(s, 0);
+    const bool unit_inter = s.units.size() > 1 ? true : s.leaf_inter;
+    const Hop unit = hop(unit_inter, s.nic_flows);
+    const double block = N / s.ranks;
+    switch (c) {
+      case Collective::all_gather:
+        return flat_ring(c, block * g, g, rail) + copy_us(block * g) + g * flat_ring(c, block * m, m, unit);
+      case Collective::reduce_scatter:
+        return copy_us(N) + g * flat_ring(c, block * m, m, unit) + flat_ring(c, block * g, g, rail);
+      case Collective::all_reduce:
+        return flat_ring(Collective::reduce_scatter, N, m, unit) + flat_ring(c, N / m, g, rail) + copy_us(N / m) +
+               flat_ring(Collective::all_gather, N, m, unit);
+    }
+    return 0;
+  }
+};
+
+}  // namespace paro::algorithms

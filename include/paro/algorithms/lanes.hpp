@@ -1,0 +1,93 @@
+#pragma once
+// Lanes: how the CPU executor overlaps the levels of a hierarchical schedule. Each lane is the sequence of
+// steps one level runs (intra-group, rail, ...), written as plain blocking code on its own
+// sub-communicator; the lanes of one call run at once on their own threads and hand work to each other
+// through Progress counters. (A CUDA executor maps the same lanes to streams and Progress to events.)
+//
+// Where the backend cannot be driven from several threads at once, the lanes run one after the other in
+// the order given, which must therefore be a dependency order; results are the same, only the overlap is lost.
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "paro/core/error.hpp"
+
+namespace paro::algorithms {
+
+// A count of finished items that one lane publishes and another waits on. A lane that fails poisons
+// it, so that its consumers stop with an error instead of waiting for ever.
+class Progress {
+ public:
+  void advance() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+
+  void poison() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      poisoned_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // Blocks until at least `count` items are done.
+  void wait_for(std::size_t count) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return done_ >= count || poisoned_; });
+    if (done_ < count) throw Error("stopped because another lane of this collective failed");
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::size_t done_ = 0;
+  bool poisoned_ = false;
+};
+
+// Runs the lanes (callables taking no arguments) and returns when all are done. On failure every Progress
+// in `links` is poisoned and the first error is rethrown (the root cause, not a consumer's "stopped").
+template <class... Lanes>
+void run_lanes(bool concurrent, std::vector<Progress*> links, Lanes&&... lanes) {
+  constexpr std::size_t count = sizeof...(Lanes);
+  std::exception_ptr errors[count];
+  std::size_t first_failure = count;
+  std::mutex failure_mutex;
+  std::size_t index = 0;
+  auto guarded = [&](std::size_t i, auto& lane) {
+    if (!concurrent && first_failure != count) return;  // one after the other: stop at the first failure
+    try {
+      lane();
+    } catch (...) {
+      errors[i] = std::current_exception();
+      {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (first_failure == count) first_failure = i;
+      }
+      for (Progress* p : links) p->poison();
+    }
+  };
+  if (!concurrent) {
+    (guarded(index++, lanes), ...);
+  } else {
+    std::vector<std::thread> helpers;
+    helpers.reserve(count - 1);
+    // The last lane runs on the calling thread.
+    auto launch = [&](auto& lane) {
+      const std::size_t i = index++;
+      if (i + 1 < count) helpers.emplace_back([&, i] { guarded(i, lane); });
+      else guarded(i, lane);
+    };
+    (launch(lanes), ...);
+    for (auto& h : helpers) h.join();
+  }
+  if (first_failure < count) std::rethrow_exception(errors[first_failure]);
+}
+
+}  // namespace paro::algorithms

@@ -1,0 +1,215 @@
+#pragma once
+// PaRO-CC: hierarchical all-gather, reduce-scatter and all-reduce whose levels overlap (paro_cc), and the
+// same steps run one level after the other with a barrier between phases, as the reference PaRO code
+// does (paro_seq), so that the value of the overlap is measured rather than assumed.
+//
+// With g units of m members at the top of a Hierarchy (my unit i, my index j):
+// - all-gather, outermost level first: the rail all-gathers the blocks (i', j) of every unit straight into
+//   their final places; each unit's shard, as soon as it has arrived, is all-gathered inside my unit (the
+//   unit's own hierarchy) while the rail carries the next one.
+// - reduce-scatter, innermost level first: my unit reduce-scatters the blocks of unit i' just before the
+//   rail ring needs my partial of block (i', j), in the order the ring consumes them.
+// - all-reduce: intra reduce-scatter -> rail all-reduce of the 1/m piece -> intra all-gather, cut into
+//   chunks that flow through the three lanes as a software pipeline.
+// Uneven units (groups of different sizes) take the flat ring instead, and say so in the log.
+//
+// Costs are in cost_model.hpp.
+
+#include <cstddef>
+#include <vector>
+
+#include "paro/algorithms/hierarchy.hpp"
+#include "paro/algorithms/lanes.hpp"
+#include "paro/algorithms/layout.hpp"
+#include "paro/core/dtype.hpp"
+#include "paro/core/reduce_op.hpp"
+#include "paro/algorithms/ring.hpp"
+#include "paro/algorithms/tree.hpp"
+#include "paro/core/log.hpp"
+
+namespace paro::algorithms {
+
+struct HierarchicalParams {
+  RingParams ring;                      // the ring steps inside each level
+  std::size_t pipeline_chunk_bytes = 0;  // all-reduce pipeline chunk; 0: one chunk
+  bool concurrent = true;               // the backend lets lanes drive their communicators at once
+  bool overlap = true;                  // paro_cc; false: paro_seq
+};
+
+namespace hierarchical_detail {
+
+// The blocks of unit u's members, as laid out in the caller's buffer.
+template <class T>
+BlockList unit_blocks(const Hierarchy<T>& h, const BlockList& blocks, int u) {
+  BlockList list;
+  for (int r : h.units[static_cast<std::size_t>(u)]) list.add(blocks.offset(r), blocks.count(r));
+  return list;
+}
+
+// My rail's blocks (i', j) for every unit i', as laid out in the caller's buffer.
+template <class T>
+BlockList rail_blocks(const Hierarchy<T>& h, const BlockList& blocks) {
+  BlockList list;
+  for (int u = 0; u < h.unit_count(); ++u) {
+    const int r = h.member(u, h.my_index);
+    list.add(blocks.offset(r), blocks.count(r));
+  }
+  return list;
+}
+
+// The same blocks packed one after the other (a scratch buffer in rail order).
+inline BlockList packed(const BlockList& blocks) {
+  BlockList list;
+  std::size_t at = 0;
+  for (int b = 0; b < blocks.blocks(); ++b) {
+    list.add(at, blocks.count(b));
+    at += blocks.count(b);
+  }
+  return list;
+}
+
+inline int before(int u, int k, int g) { return ((u - k) % g + g) % g; }
+
+template <class T>
+bool flat_path(const Hierarchy<T>& h, const char* what) {
+  if (h.flat()) return true;
+  if (h.even()) return false;
+  log::info(h.comm.rank(), what, ": units of different sizes at this level; the flat ring runs here (correct, ",
+            "without the hierarchical saving)");
+  return true;
+}
+
+}  // namespace hierarchical_detail
+
+// Fills every block of `buf` (block r of comm rank r at blocks.offset(r)); this rank's block is in place.
+template <class T>
+void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataType dt, const HierarchicalParams& p) {
+  namespace hd = hierarchical_detail;
+  if (hd::flat_path(h, "paro all_gather")) return ring_all_gather(h.comm, buf, blocks, dt, p.ring);
+  const int g = h.unit_count(), mine = h.my_unit;
+  const BlockList rail = hd::rail_blocks(h, blocks);
+  auto shard = [&](int u) { paro_all_gather(*h.unit, buf, hd::unit_blocks(h, blocks, u), dt, p); };
+  if (!p.overlap) {
+    ring_all_gather(h.rail, buf, rail, dt, p.ring);
+    barrier(h.comm);
+    for (int k = 0; k < g; ++k) shard(hd::before(mine, k, g));
+    barrier(h.comm);
+    return;
+  }
+  Progress arrived;  // shards of the rail that are in place, in the ring's order mine-1, mine-2, ...
+  run_lanes(
+      p.concurrent, {&arrived},
+      [&] { ring_all_gather(h.rail, buf, rail, dt, p.ring, [&](int) { arrived.advance(); }); },
+      [&] {
+        shard(mine);
+        for (int k = 1; k < g; ++k) {
+          arrived.wait_for(static_cast<std::size_t>(k));
+          shard(hd::before(mine, k, g));
+        }
+      });
+}
+
+// Reduces the blocks of `in` (block r, destined to comm rank r, at blocks.offset(r)) and writes this rank's
+// to `out`, which may be its own block of `in`. op is never avg here: the caller divides once at the end.
+template <class T>
+void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& blocks, char* out, DataType dt, ReduceOp op,
+                         const HierarchicalParams& p) {
+  namespace hd = hierarchical_detail;
+  if (hd::flat_path(h, "paro reduce_scatter")) return ring_reduce_scatter(h.comm, in, out, blocks, dt, op, p.ring);
+  const int g = h.unit_count(), mine = h.my_unit;
+  const BlockList partials = hd::packed(hd::rail_blocks(h, blocks));  // my unit's partial of (i', j), per i'
+  auto scratch = h.comm.allocate(partials.total() * size_of(dt));
+  char* partial = scratch.data();
+  // The ring sends the partial of unit mine-1 first and ends with its own unit's.
+  auto shard = [&](int k) {
+    const int u = hd::before(mine, k, g);
+    paro_reduce_scatter(*h.unit, in, hd::unit_blocks(h, blocks, u), partial + partials.offset(u) * size_of(dt), dt, op, p);
+  };
+  if (!p.overlap) {
+    for (int k = 1; k <= g; ++k) shard(k);
+    barrier(h.comm);
+    ring_reduce_scatter(h.rail, partial, out, partials, dt, op, p.ring);
+    barrier(h.comm);
+    return;
+  }
+  Progress produced;
+  run_lanes(
+      p.concurrent, {&produced},
+      [&] {
+        for (int k = 1; k <= g; ++k) {
+          shard(k);
+          produced.advance();
+        }
+      },
+      [&] {
+        std::size_t needed = 0;
+        ring_reduce_scatter(h.rail, partial, out, partials, dt, op, p.ring,
+                            [&](int) { produced.wait_for(++needed); });
+      });
+}
+
+// `out` may equal `in`.
+template <class T>
+void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t count, DataType dt, ReduceOp op,
+                     const HierarchicalParams& p) {
+  namespace hd = hierarchical_detail;
+  if (hd::flat_path(h, "paro all_reduce")) return ring_all_reduce(h.comm, in, out, count, dt, op, p.ring);
+  const std::size_t esize = size_of(dt);
+  const int m = h.unit_size(), j = h.my_index;
+  const ReduceOp partial_op = op == ReduceOp::avg ? ReduceOp::sum : op;
+  // Chunks of at least one element per unit member.
+  std::size_t chunks = 1;
+  if (p.overlap && p.pipeline_chunk_bytes > 0)
+    chunks = std::clamp<std::size_t>((count * esize + p.pipeline_chunk_bytes - 1) / p.pipeline_chunk_bytes, 1,
+                                     std::max<std::size_t>(1, count / static_cast<std::size_t>(m)));
+  const BlockLayout chunk_layout = BlockLayout::balanced(static_cast<int>(chunks), count);
+  auto pieces = [&](std::size_t k) {  // chunk k cut into one piece per unit member
+    const BlockLayout split = BlockLayout::balanced(m, chunk_layout.count(static_cast<int>(k)));
+    BlockList list;
+    for (int b = 0; b < m; ++b) list.add(chunk_layout.offset(static_cast<int>(k)) + split.offset(b), split.count(b));
+    return list;
+  };
+  auto reduce_scatter = [&](std::size_t k) {
+    const BlockList list = pieces(k);
+    paro_reduce_scatter(*h.unit, in, list, out + list.offset(j) * esize, dt, partial_op, p);
+  };
+  auto combine = [&](std::size_t k) {  // the rail all-reduce of my piece
+    const BlockList list = pieces(k);
+    char* piece = out + list.offset(j) * esize;
+    ring_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op, p.ring);
+    if (op == ReduceOp::avg) h.comm.divide(piece, list.count(j), dt, h.comm.size());
+  };
+  auto all_gather = [&](std::size_t k) { paro_all_gather(*h.unit_copy, out, pieces(k), dt, p); };
+  if (!p.overlap) {
+    reduce_scatter(0);
+    barrier(h.comm);
+    combine(0);
+    barrier(h.comm);
+    all_gather(0);
+    return;
+  }
+  Progress reduced, combined;
+  run_lanes(
+      p.concurrent, {&reduced, &combined},
+      [&] {
+        for (std::size_t k = 0; k < chunks; ++k) {
+          reduce_scatter(k);
+          reduced.advance();
+        }
+      },
+      [&] {
+        for (std::size_t k = 0; k < chunks; ++k) {
+          reduced.wait_for(k + 1);
+          combine(k);
+          combined.advance();
+        }
+      },
+      [&] {
+        for (std::size_t k = 0; k < chunks; ++k) {
+          combined.wait_for(k + 1);
+          all_gather(k);
+        }
+      });
+}
+
+}  // namespace paro::algorithms

@@ -1,0 +1,310 @@
+#pragma once
+// A transport decorator that makes the links of an emulated cluster (PARO_EMULATE with link keys) cost
+// wall-clock time on one machine: every message still moves its real bytes through the inner transport,
+// but completes no sooner than the emulated link would have delivered it.
+//
+// Each message books the links it crosses: inside a node, the sender's and the receiver's intra port
+// (intra_gbps per rank); between nodes, the sending and the receiving NIC (inter_gbps; one NIC per node
+// with nic=shared, one per rank with nic=per_rank). A link carries one message at a time, in the order the
+// messages were posted (the sender books when it posts, as an eager NIC would); a message finishes at
+//   max(now, sender link free, receiver link free) + bytes / bandwidth + latency.
+// The booked times live in shared memory, so the ranks of a node share their NIC whether they are threads
+// of one process or processes of one mpirun. The sender passes the finish time to the receiver in a
+// small header message just before the payload (same peer and tag, so MPI's ordering keeps them paired).
+//
+// Native collectives pass through unpaced. With tracing on, every message's booked interval is recorded
+// (Chrome trace events, written by paro-bench --trace).
+//
+//   auto t = paro::paced::Transport<paro::threads::Transport>::wrap(std::move(inner), spec);   // collective
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "paro/core/error.hpp"
+#include "paro/topology/emulation.hpp"
+#include "paro/transport/transport.hpp"
+
+namespace paro::paced {
+
+inline std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One message as the links carried it.
+struct TraceEvent {
+  int rank, peer;      // world ranks
+  bool inter;          // crossed nodes
+  std::size_t bytes;
+  std::int64_t start_ns, end_ns;
+};
+
+// The events of every rank of this process, when tracing is on.
+class TraceLog {
+ public:
+  void record(const TraceEvent& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.push_back(e);
+  }
+  std::vector<TraceEvent> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::move(events_);
+  }
+  static TraceLog& process() {
+    static TraceLog log;
+    return log;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<TraceEvent> events_;
+};
+
+namespace detail {
+
+// When each link is next free (steady-clock ns), in a POSIX shared-memory segment mapped by every rank.
+struct Clocks {
+  std::atomic<int> lock;
+  std::atomic<std::int64_t> free_at[1];  // really `links` entries
+
+  static std::size_t bytes_for(std::size_t links) { return sizeof(Clocks) + links * sizeof(std::atomic<std::int64_t>); }
+};
+static_assert(std::atomic<std::int64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+              "paced transport: shared-memory clocks need lock-free atomics");
+
+class SharedClocks {
+ public:
+  SharedClocks(const std::string& name, std::size_t links, bool create) : bytes_(Clocks::bytes_for(links)) {
+    const int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
+    paro::detail::require(fd >= 0, "paced transport: cannot open shared memory '", name, "'");
+    if (create && ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+      throw Error(paro::detail::concat("paced transport: cannot size shared memory '", name, "'"));
+    }
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    paro::detail::require(p != MAP_FAILED, "paced transport: cannot map shared memory '", name, "'");
+    clocks_ = static_cast<Clocks*>(p);  // a fresh segment is zero-filled: unlocked, every link free
+  }
+  SharedClocks(const SharedClocks&) = delete;
+  SharedClocks& operator=(const SharedClocks&) = delete;
+  ~SharedClocks() { munmap(clocks_, bytes_); }
+
+  // Books links a and b for `busy_ns` from the moment both are free; returns the start.
+  std::int64_t book(std::size_t a, std::size_t b, std::int64_t now, std::int64_t busy_ns) {
+    while (clocks_->lock.exchange(1, std::memory_order_acquire) != 0) std::this_thread::yield();
+    std::int64_t start = std::max({now, clocks_->free_at[a].load(std::memory_order_relaxed),
+                                   clocks_->free_at[b].load(std::memory_order_relaxed)});
+    clocks_->free_at[a].store(start + busy_ns, std::memory_order_relaxed);
+    clocks_->free_at[b].store(start + busy_ns, std::memory_order_relaxed);
+    clocks_->lock.store(0, std::memory_order_release);
+    return start;
+  }
+
+ private:
+  std::size_t bytes_;
+  Clocks* clocks_ = nullptr;
+};
+
+// What every rank of the emulated cluster shares: where each world rank sits and the link clocks.
+struct Fabric {
+  topology::EmulationSpec spec;
+  std::vector<int> node_of;  // by world rank
+  std::unique_ptr<SharedClocks> clocks;
+  bool trace = false;
+
+  int ranks() const { return static_cast<int>(node_of.size()); }
+  // Links: intra tx and rx per rank, then NIC tx and rx per NIC.
+  std::size_t link_count() const { return 4 * node_of.size(); }
+  std::size_t intra_tx(int r) const { return 2 * static_cast<std::size_t>(r); }
+  std::size_t intra_rx(int r) const { return 2 * static_cast<std::size_t>(r) + 1; }
+  std::size_t nic(int r) const {
+    return static_cast<std::size_t>(spec.nic == NicModel::shared ? node_of[static_cast<std::size_t>(r)] : r);
+  }
+  std::size_t nic_tx(int r) const { return 2 * node_of.size() + 2 * nic(r); }
+  std::size_t nic_rx(int r) const { return 2 * node_of.size() + 2 * nic(r) + 1; }
+};
+
+constexpr int setup_tag = 0x7e57;
+
+}  // namespace detail
+
+template <class Inner>
+class Transport : public HostMemory {
+  static_assert(is_transport_v<Inner>, "paced::Transport<T>: T must model the Transport concept");
+
+ public:
+  static constexpr const char* name = Inner::name;
+  static constexpr bool has_native_collectives = Inner::has_native_collectives;
+
+  struct Request {
+    typename Inner::Request header, payload;
+    std::unique_ptr<std::int64_t> finish_ns;  // receives: arrives in the header
+    std::int64_t sender_done_ns = 0;          // sends: when the last byte has left
+    TraceEvent unpaced;                        // sends when only tracing: timed by wait
+    bool traced_on_wait = false;
+  };
+
+  Transport() = default;
+
+  // Collective over `inner` (every rank of the emulated cluster). Without link keys in the spec, messages
+  // pass straight through (and are only traced, with PARO_TRACE=1).
+  static Transport wrap(Inner inner, const topology::EmulationSpec& spec, bool trace = false) {
+    auto fabric = std::make_shared<detail::Fabric>();
+    fabric->spec = spec;
+    fabric->trace = trace;
+    const Topology placed = spec.place(inner.size());
+    fabric->node_of = placed.ordinals(Level::node);
+    std::vector<int> members(static_cast<std::size_t>(inner.size()));
+    for (int r = 0; r < inner.size(); ++r) members[static_cast<std::size_t>(r)] = r;
+    if (spec.paced()) share_clocks(inner, *fabric);
+    return Transport(std::move(inner), std::move(fabric), std::move(members));
+  }
+
+  int rank() const { return inner_.rank(); }
+  int size() const { return inner_.size(); }
+  bool concurrent_use() const { return inner_.concurrent_use(); }
+  Inner& inner() { return inner_; }
+
+  Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
+    Request r;
+    const int from = world(rank()), to = world(peer);
+    if (!fabric_->clocks) {
+      if (fabric_->trace) {
+        r.unpaced = {from, to, inter(from, to), bytes, now_ns(), 0};
+        r.traced_on_wait = true;
+      }
+      r.payload = inner_.isend(buf, bytes, peer, tag);
+      return r;
+    }
+    const bool crosses = inter(from, to);
+    const LinkSpec& link = crosses ? fabric_->spec.inter : fabric_->spec.intra;
+    const std::int64_t busy = link.gbps > 0 ? static_cast<std::int64_t>(static_cast<double>(bytes) * 8.0 / link.gbps) : 0;
+    const std::int64_t now = now_ns();
+    const std::int64_t start =
+        crosses ? fabric_->clocks->book(fabric_->nic_tx(from), fabric_->nic_rx(to), now, busy)
+                : fabric_->clocks->book(fabric_->intra_tx(from), fabric_->intra_rx(to), now, busy);
+    r.sender_done_ns = start + busy;
+    r.finish_ns = std::make_unique<std::int64_t>(start + busy + static_cast<std::int64_t>(link.latency_us * 1e3));
+    if (fabric_->trace) TraceLog::process().record({from, to, crosses, bytes, start, *r.finish_ns});
+    r.header = inner_.isend(r.finish_ns.get(), sizeof(std::int64_t), peer, tag);
+    r.payload = inner_.isend(buf, bytes, peer, tag);
+    return r;
+  }
+
+  Request irecv(void* buf, std::size_t bytes, int peer, int tag) {
+    Request r;
+    if (fabric_->clocks) {
+      r.finish_ns = std::make_unique<std::int64_t>(0);
+      r.header = inner_.irecv(r.finish_ns.get(), sizeof(std::int64_t), peer, tag);
+    }
+    r.payload = inner_.irecv(buf, bytes, peer, tag);
+    return r;
+  }
+
+  void wait(Request& r) {
+    inner_.wait(r.header);
+    inner_.wait(r.payload);
+    if (r.traced_on_wait) {
+      r.unpaced.end_ns = now_ns();
+      TraceLog::process().record(r.unpaced);
+      r.traced_on_wait = false;
+    }
+    if (!r.finish_ns) return;
+    const std::int64_t until = r.sender_done_ns ? r.sender_done_ns : *r.finish_ns;
+    const std::int64_t left = until - now_ns();
+    if (left > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+    r.finish_ns.reset();
+    r.sender_done_ns = 0;
+  }
+
+  void wait_all(std::vector<Request>& requests) {
+    for (auto& r : requests) wait(r);
+    requests.clear();
+  }
+
+  // Collective. The new communicator learns its members' world ranks by passing them around a ring.
+  Transport split(int color, int key) {
+    Inner sub = inner_.split(color, key);
+    if (sub.size() == 0) return Transport(std::move(sub), fabric_, {});
+    const int n = sub.size(), r = sub.rank();
+    std::vector<int> members(static_cast<std::size_t>(n));
+    members[static_cast<std::size_t>(r)] = world(rank());
+    for (int step = 0; step + 1 < n; ++step) {
+      const int send_slot = ((r - step) % n + n) % n, recv_slot = ((r - step - 1) % n + n) % n;
+      auto q = sub.irecv(&members[static_cast<std::size_t>(recv_slot)], sizeof(int), (r - 1 + n) % n, detail::setup_tag);
+      auto s = sub.isend(&members[static_cast<std::size_t>(send_slot)], sizeof(int), (r + 1) % n, detail::setup_tag);
+      sub.wait(q);
+      sub.wait(s);
+    }
+    return Transport(std::move(sub), fabric_, std::move(members));
+  }
+
+  void native_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
+    inner_.native_all_reduce(send, recv, count, dt, op);
+  }
+  void native_all_gather(const void* send, void* recv, std::size_t count, DataType dt) {
+    inner_.native_all_gather(send, recv, count, dt);
+  }
+  void native_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
+    inner_.native_reduce_scatter(send, recv, count, dt, op);
+  }
+
+ private:
+  Inner inner_;
+  std::shared_ptr<detail::Fabric> fabric_;
+  std::vector<int> world_of_;  // communicator rank -> world rank
+
+  Transport(Inner inner, std::shared_ptr<detail::Fabric> fabric, std::vector<int> members)
+      : inner_(std::move(inner)), fabric_(std::move(fabric)), world_of_(std::move(members)) {}
+
+  int world(int r) const { return world_of_[static_cast<std::size_t>(r)]; }
+  bool inter(int a, int b) const {
+    return fabric_->node_of[static_cast<std::size_t>(a)] != fabric_->node_of[static_cast<std::size_t>(b)];
+  }
+
+  // Rank 0 creates the segment under a fresh name and tells the others; once all have mapped it, the
+  // name is removed, so nothing outlives the ranks.
+  static void share_clocks(Inner& inner, detail::Fabric& fabric) {
+    char name[64] = {};
+    const int n = inner.size();
+    if (inner.rank() == 0) {
+      std::random_device entropy;
+      const std::string text = paro::detail::concat("/paro-links-", getpid(), "-", entropy(), entropy());
+      text.copy(name, sizeof(name) - 1);
+      fabric.clocks = std::make_unique<detail::SharedClocks>(name, fabric.link_count(), true);
+      std::vector<typename Inner::Request> sends;
+      for (int r = 1; r < n; ++r) sends.push_back(inner.isend(name, sizeof(name), r, detail::setup_tag));
+      inner.wait_all(sends);
+      char ack = 0;
+      for (int r = 1; r < n; ++r) {
+        auto q = inner.irecv(&ack, 1, r, detail::setup_tag);
+        inner.wait(q);
+      }
+      shm_unlink(name);
+    } else {
+      auto q = inner.irecv(name, sizeof(name), 0, detail::setup_tag);
+      inner.wait(q);
+      fabric.clocks = std::make_unique<detail::SharedClocks>(name, fabric.link_count(), false);
+      char ack = 1;
+      auto s = inner.isend(&ack, 1, 0, detail::setup_tag);
+      inner.wait(s);
+    }
+  }
+};
+
+}  // namespace paro::paced
