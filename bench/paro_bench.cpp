@@ -1,7 +1,14 @@
 // paro-bench: nccl-tests-style bandwidth tables for paro's collectives and algorithms.
 //
 //   paro-bench --backend threads -t 8 --coll all_reduce --algo all -b 1K -e 64M -f 4
+//   paro-bench -t 8 --emulate nodes=2,ranks=4,intra_gbps=20,inter_gbps=2 --coll all --algo all -b 64M -e 64M
 //   mpirun -np 4 paro-bench --backend mpi --coll all_gather --algo ring,native
+//
+// Messages go through the paced transport (transport/paced.hpp): with link keys in --emulate they take
+// the emulated links' time; --trace FILE writes every message of one call per (algorithm, size) as a
+// Chrome trace. After the tables, each size's predicted lower bound, the algorithm automatic picks, and
+// every algorithm's time over the bound. --calibrate FILE measures the cost model's numbers on this
+// backend and topology and writes them for PARO_COST_FILE.
 //
 // Same flags and table as nccl-tests where they apply (-b -e -f -n -w -c -d -o), GB = 1e9, busbw factors
 // 2(n-1)/n for all-reduce and (n-1)/n for all-gather and reduce-scatter, size = the full buffer (n blocks
@@ -14,13 +21,16 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "paro/algorithms/lanes.hpp"
 #include "paro/paro.hpp"
 #include "paro/testing/collective_check.hpp"
+#include "paro/transport/paced.hpp"
 #ifdef PARO_HAVE_MPI
 #include "paro/transport/mpi.hpp"
 #endif
@@ -45,6 +55,8 @@ struct Settings {
   std::string emulate;  // PARO_EMULATE for this run; threads default: nodes=2 (2 x t/2) when t is even
   std::string group;    // PARO_GROUP for this run
   std::string scope = "global";
+  std::string trace_path;      // --trace
+  std::string calibrate_path;  // --calibrate
 };
 
 struct Row {
@@ -108,11 +120,45 @@ class Bench {
     }
     if (comm_.rank() == 0) {
       print_ratios(rows);
+      print_bounds(rows);
       std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
       std::printf("# Avg bus bandwidth    : %g \n#\n", busbw_count ? busbw_sum / busbw_count : 0.0);
       std::fflush(stdout);
     }
     return total_wrong;
+  }
+
+  // One call per (algorithm, size) with every message recorded, as Chrome trace events (rank 0 gathers).
+  void trace(nlohmann::json& events, int& process) {
+    const DataType dt = dtypes_.front();
+    const ReduceOp op = ops_.front();
+    for (std::size_t bytes : sizes(dt))
+      for (Algorithm algo : algos_) {
+        const paro::testing::Shape shape = shape_for(dt, bytes);
+        paro::HostBuffer send(shape.in * paro::size_of(dt)), recv(shape.out * paro::size_of(dt));
+        barrier();
+        paro::paced::TraceLog::process().clear_rank(comm_.rank());
+        barrier();
+        const std::int64_t start = paro::paced::now_ns();
+        paro::testing::call(comm_, coll_, send.data(), recv.data(), count_for(dt, bytes), dt, op, {algo, scope_});
+        barrier();
+        std::vector<paro::paced::TraceEvent> mine = paro::paced::TraceLog::process().take_rank(comm_.rank());
+        const std::vector<paro::paced::TraceEvent> all = gather_events(mine);
+        if (comm_.rank() != 0) continue;
+        const std::string label = paro::detail::concat(paro::name_of(coll_), " ", paro::name_of(algo), " ",
+                                                       bytes, " B");
+        events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", process}, {"args", {{"name", label}}}});
+        for (int r = 0; r < comm_.size(); ++r)
+          for (int level = 0; level < 2; ++level)
+            events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", process}, {"tid", 2 * r + level},
+                              {"args", {{"name", paro::detail::concat("rank ", r, level ? " inter" : " intra")}}}});
+        for (const auto& e : all)
+          events.push_back({{"ph", "X"}, {"pid", process}, {"tid", 2 * e.rank + (e.inter ? 1 : 0)},
+                            {"name", paro::detail::concat(e.inter ? "inter " : "intra ", e.bytes, " B to ", e.peer)},
+                            {"ts", (e.start_ns - start) / 1e3}, {"dur", (e.end_ns - e.start_ns) / 1e3},
+                            {"args", {{"level", e.inter ? "inter" : "intra"}, {"peer", e.peer}, {"bytes", e.bytes}}}});
+        ++process;
+      }
   }
 
   void parse_lists() {
@@ -151,11 +197,44 @@ class Bench {
     return out;
   }
 
+  std::size_t count_for(DataType dt, std::size_t bytes) const {
+    const std::size_t total = bytes / paro::size_of(dt);
+    return coll_ == Collective::all_reduce ? total : total / static_cast<std::size_t>(t_.size());
+  }
+  paro::testing::Shape shape_for(DataType dt, std::size_t bytes) const {
+    return paro::testing::shape_of(coll_, count_for(dt, bytes), t_.size(), t_.rank());
+  }
+
+  // Every rank's events at rank 0, as raw bytes over the global transport.
+  std::vector<paro::paced::TraceEvent> gather_events(const std::vector<paro::paced::TraceEvent>& mine) {
+    using Event = paro::paced::TraceEvent;
+    Transport& t = comm_.transport();
+    constexpr int tag = 0x7ace;
+    std::uint64_t count = mine.size();
+    if (t.rank() != 0) {
+      auto a = t.isend(&count, sizeof count, 0, tag);
+      t.wait(a);
+      auto b = t.isend(mine.data(), mine.size() * sizeof(Event), 0, tag);
+      t.wait(b);
+      return {};
+    }
+    std::vector<Event> all = mine;
+    for (int r = 1; r < t.size(); ++r) {
+      auto a = t.irecv(&count, sizeof count, r, tag);
+      t.wait(a);
+      std::vector<Event> theirs(count);
+      auto b = t.irecv(theirs.data(), count * sizeof(Event), r, tag);
+      t.wait(b);
+      all.insert(all.end(), theirs.begin(), theirs.end());
+    }
+    return all;
+  }
+
   Row measure(Algorithm algo, DataType dt, ReduceOp op, std::size_t bytes) {
-    const int n = t_.size(), r = t_.rank();
+    const int r = t_.rank();
     const std::size_t esize = paro::size_of(dt), total = bytes / esize;
-    const std::size_t count = coll_ == Collective::all_reduce ? total : total / static_cast<std::size_t>(n);
-    const paro::testing::Shape shape = paro::testing::shape_of(coll_, count, n, r);
+    const std::size_t count = count_for(dt, bytes);
+    const paro::testing::Shape shape = shape_for(dt, bytes);
     Row row{bytes, total, dt, op, {0, 0}, {0, 0}};
     paro::HostBuffer send(shape.in * esize), recv(shape.out * esize), shared(shape.full * esize);
     paro::testing::fill_inputs(send.data(), shape.in, dt, op, r, shape.first_input);
@@ -225,6 +304,24 @@ class Bench {
     }
   }
 
+  // Per size: the lower bound, the automatic pick, and each algorithm's time over the bound.
+  void print_bounds(const std::vector<std::vector<Row>>& rows) const {
+    std::printf("#\n# lower bound (links: %s) and automatic's pick; each algorithm's time / bound (out-of-place)\n"
+                "# %10s  %8s  %6s  %10s  %9s", comm_.cost_model().links().source.c_str(), "size", "type", "redop",
+                "bound(us)", "auto_pick");
+    for (Algorithm a : algos_) std::printf("  %9s", paro::name_of(a));
+    std::printf("\n");
+    for (std::size_t i = 0; i < rows[0].size(); ++i) {
+      const Row& row = rows[0][i];
+      const double bound = comm_.lower_bound_us(coll_, row.bytes, scope_);
+      std::printf("  %10zu  %8s  %6s  %10.1f  %9s", row.bytes, paro::name_of(row.dt),
+                  coll_ == Collective::all_gather ? "none" : paro::name_of(row.op), bound,
+                  paro::name_of(comm_.resolve(coll_, row.bytes, Algorithm::automatic, scope_)));
+      for (std::size_t a = 0; a < algos_.size(); ++a) std::printf("  %9.2f", bound > 0 ? rows[a][i].time_us[0] / bound : 0.0);
+      std::printf("\n");
+    }
+  }
+
   nlohmann::json record(Algorithm algo, const Row& row, int p) const {
     const bool in_place = p == 1;
     nlohmann::json j = {{"coll", paro::name_of(coll_)}, {"algo", paro::name_of(algo)},
@@ -235,6 +332,10 @@ class Bench {
                         {"algbw_gbps", algbw(row, p)}, {"busbw_gbps", busbw(row, p)},
                         {"wrong", row.wrong[p]}};
     if (algo == Algorithm::automatic) j["picked"] = paro::name_of(comm_.resolve(coll_, row.bytes, algo, scope_));
+    j["bound_us"] = comm_.lower_bound_us(coll_, row.bytes, scope_);
+    j["auto_pick"] = paro::name_of(comm_.resolve(coll_, row.bytes, Algorithm::automatic, scope_));
+    if (algo != Algorithm::native && algo != Algorithm::automatic)
+      j["predicted_us"] = comm_.predict_us(algo, coll_, row.bytes, scope_);
     return j;
   }
 
@@ -287,23 +388,124 @@ paro::CommunicatorConfig config_for(const Settings& s) {
   return config;
 }
 
+std::vector<Collective> collectives(const std::string& list) {
+  std::vector<Collective> out;
+  for (const auto& c : split_list(list))
+    if (c == "all") out.insert(out.end(), {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter});
+    else out.push_back(paro::parse_collective(c));
+  return out;
+}
+
 template <class Transport>
 std::size_t run_on(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
-  const Collective coll = paro::parse_collective(s.coll);
-  std::vector<Algorithm> algos;
-  for (const auto& a : split_list(s.algos)) {
-    if (a == "all") {
-      for (Algorithm x : paro::all_algorithms)
-        if (x != Algorithm::native || Transport::has_native_collectives) algos.push_back(x);
-      algos.push_back(Algorithm::automatic);
-    } else {
-      algos.push_back(paro::parse_algorithm(a));
-      comm.resolve(coll, 0, algos.back(), paro::parse_scope(s.scope));  // rejects native where the backend has none
+  std::size_t wrong = 0;
+  nlohmann::json trace_events = nlohmann::json::array();
+  int trace_process = 0;
+  for (Collective coll : collectives(s.coll)) {
+    std::vector<Algorithm> algos;
+    for (const auto& a : split_list(s.algos)) {
+      if (a == "all") {
+        for (Algorithm x : paro::all_algorithms)
+          if (x != Algorithm::native || Transport::has_native_collectives) algos.push_back(x);
+        algos.push_back(Algorithm::automatic);
+      } else {
+        algos.push_back(paro::parse_algorithm(a));
+        comm.resolve(coll, 0, algos.back(), paro::parse_scope(s.scope));  // rejects native where the backend has none
+      }
     }
+    Bench<Transport> bench(comm, s, coll, algos);
+    bench.parse_lists();
+    wrong += bench.run(records);
+    if (!s.trace_path.empty()) bench.trace(trace_events, trace_process);
   }
-  Bench<Transport> bench(comm, s, coll, algos);
-  bench.parse_lists();
-  return bench.run(records);
+  if (!s.trace_path.empty() && comm.rank() == 0) {
+    std::ofstream out(s.trace_path);
+    paro::detail::require(static_cast<bool>(out), "--trace: cannot write '", s.trace_path, "'");
+    out << nlohmann::json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  }
+  return wrong;
+}
+
+// Measures the cost model's numbers here: per-step latency and bandwidth of flat rings inside groups
+// (intra) and along rails (inter, every rail at once, so a shared NIC is seen shared), local reduction and
+// copy throughput with every rank busy, and the cost of starting lanes. Writes a PARO_COST_FILE.
+template <class Transport>
+void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
+  using paro::Scope;
+  paro::algorithms::LinkModel m = comm.cost_model().links();
+  auto max_over_ranks = [&](double v) {
+    comm.all_reduce(&v, &v, 1, ReduceOp::max, {Algorithm::tree});
+    return v;
+  };
+  auto barrier = [&] {
+    std::int32_t token = 0;
+    comm.all_reduce(&token, &token, 1, ReduceOp::sum, {Algorithm::tree});
+  };
+  // Fastest of several runs of fn, as the slowest rank saw it (us).
+  auto timed = [&](int repeats, auto&& fn) {
+    double best = 0;
+    for (int i = 0; i < repeats + 1; ++i) {
+      barrier();
+      const auto start = std::chrono::steady_clock::now();
+      fn();
+      const double us = max_over_ranks(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+      if (i > 0 && (best == 0 || us < best)) best = us;  // the first run warms up
+    }
+    return best;
+  };
+  // One step of a ring all-gather of `block` bytes per rank in scope s: {latency us, us per byte}.
+  auto ring_step = [&](Scope s) {
+    const int k = comm.transport(s).size();
+    const std::size_t small = 4, big = std::size_t{2} << 20;
+    std::vector<float> buf(big / 4 * static_cast<std::size_t>(k));
+    auto step = [&](std::size_t bytes) {
+      return timed(5, [&] { comm.all_gather(buf.data(), buf.data(), bytes / 4, {Algorithm::ring, s}); }) / (k - 1);
+    };
+    const double a = step(small), b = step(big);
+    return std::make_pair(a, std::max(1e-9, (b - a) / static_cast<double>(big - small)));
+  };
+  const bool intra = comm.transport(Scope::intra).size() > 1, inter = comm.transport(Scope::inter).size() > 1;
+  std::pair<double, double> intra_fit{0, 0}, inter_fit{0, 0};
+  if (intra) intra_fit = ring_step(Scope::intra);
+  if (inter) inter_fit = ring_step(Scope::inter);
+  if (intra) {
+    m.step_us = std::max(0.0, intra_fit.first - m.intra.latency_us);
+    m.intra.gbps = 8e-3 / intra_fit.second;
+  }
+  if (inter) {
+    m.inter.latency_us = std::max(0.0, inter_fit.first - m.step_us);
+    const double share = m.nic == paro::NicModel::shared ? std::max(1.0, comm.shape(Scope::inter).ring_nic_flows) : 1.0;
+    m.inter.gbps = 8e-3 * share / inter_fit.second;
+  }
+  const std::size_t bytes = std::size_t{8} << 20;
+  std::vector<float> a(bytes / 4, 1.0f), b(bytes / 4, 2.0f), c(bytes / 4);
+  m.reduce_gbps = bytes * 8e-3 / timed(3, [&] { paro::host_reduce(c.data(), a.data(), b.data(), a.size(), DataType::f32, ReduceOp::sum); });
+  m.copy_gbps = bytes * 8e-3 / timed(3, [&] { std::memcpy(c.data(), a.data(), bytes); });
+  constexpr int lane_calls = 20;
+  m.lane_us = timed(3, [&] {
+                for (int i = 0; i < lane_calls; ++i) paro::algorithms::run_lanes(true, {}, [] {}, [] {});
+              }) / lane_calls;
+  m.source = "paro-bench --calibrate";
+  if (comm.rank() != 0) return;
+  std::ofstream out(path);
+  paro::detail::require(static_cast<bool>(out), "--calibrate: cannot write '", path, "'");
+  out << paro::algorithms::to_json(m) << "\n";
+  std::printf("# calibrated (%s backend, %d ranks): %s\n# written to %s; use it with PARO_COST_FILE=%s\n",
+              Transport::name, comm.size(), paro::algorithms::to_json(m).c_str(), path.c_str(), path.c_str());
+}
+
+template <class Transport>
+std::size_t run_or_calibrate(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
+  if (s.calibrate_path.empty()) return run_on(comm, s, records);
+  calibrate(comm, s.calibrate_path);
+  return 0;
+}
+
+// The emulated cluster the paced transport places ranks on (one node when nothing is emulated).
+paro::topology::EmulationSpec emulation_of(const Settings& s) {
+  if (!s.emulate.empty()) return paro::topology::EmulationSpec::parse(s.emulate);
+  if (auto e = paro::env::get("PARO_EMULATE")) return paro::topology::EmulationSpec::parse(*e);
+  return paro::topology::EmulationSpec::parse("nodes=1");
 }
 
 void write_json(const Settings& s, const nlohmann::json& records) {
@@ -328,8 +530,10 @@ int main(int argc, char** argv) {
   app.add_option("-o,--op", s.ops, "reduction ops, comma-separated, or all")->capture_default_str();
   app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str()->check(CLI::IsMember({"threads", "mpi"}));
-  app.add_option("--coll", s.coll, "all_reduce, all_gather or reduce_scatter")->capture_default_str();
-  app.add_option("--algo", s.algos, "algorithms, comma-separated (ring tree native automatic), or all")->capture_default_str();
+  app.add_option("--coll", s.coll, "all_reduce, all_gather, reduce_scatter, comma-separated, or all")->capture_default_str();
+  app.add_option("--algo", s.algos, "algorithms, comma-separated (ring tree mics_hcs paro_seq paro_cc native automatic), or all")->capture_default_str();
+  app.add_option("--trace", s.trace_path, "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of one call per algorithm and size");
+  app.add_option("--calibrate", s.calibrate_path, "measure the cost model's numbers, write them here (for PARO_COST_FILE) and exit");
   app.add_option("--json", s.json_path, "write one JSON record per (algorithm, size, placement) here");
   app.add_option("--emulate", s.emulate, "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even");
   app.add_option("--group", s.group, "grouping: node, switch, pod or a size (default: PARO_GROUP, else node)");
@@ -342,11 +546,13 @@ int main(int argc, char** argv) {
     if (s.backend == "threads") {
       if (s.emulate.empty() && !paro::env::get("PARO_EMULATE") && s.thread_ranks % 2 == 0) s.emulate = "nodes=2";
       const paro::CommunicatorConfig config = config_for(s);
+      const auto spec = emulation_of(s);
       std::mutex m;
       paro::threads::run(s.thread_ranks, [&](paro::threads::Transport t) {
-        paro::Communicator comm(std::move(t), config);
+        using Paced = paro::paced::Transport<paro::threads::Transport>;
+        paro::Communicator comm(Paced::wrap(std::move(t), spec, !s.trace_path.empty()), config);
         nlohmann::json mine = nlohmann::json::array();
-        const std::size_t w = run_on(comm, s, mine);
+        const std::size_t w = run_or_calibrate(comm, s, mine);
         if (comm.rank() == 0) {
           std::lock_guard<std::mutex> lock(m);
           records = std::move(mine);
@@ -357,8 +563,10 @@ int main(int argc, char** argv) {
     } else {
 #ifdef PARO_HAVE_MPI
       paro::mpi::Environment env(&argc, &argv);
-      paro::Communicator comm(paro::mpi::Transport::world(), config_for(s));
-      wrong = run_on(comm, s, records);
+      using Paced = paro::paced::Transport<paro::mpi::Transport>;
+      paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), emulation_of(s), !s.trace_path.empty()),
+                              config_for(s));
+      wrong = run_or_calibrate(comm, s, records);
       if (comm.rank() == 0) write_json(s, records);
 #else
       throw paro::Error("--backend mpi: this paro-bench was built without MPI (configure with MPI installed)");

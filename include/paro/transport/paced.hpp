@@ -59,10 +59,15 @@ class TraceLog {
     std::lock_guard<std::mutex> lock(mutex_);
     events_.push_back(e);
   }
-  std::vector<TraceEvent> take() {
+  // Removes and returns the events that world rank `rank` sent.
+  std::vector<TraceEvent> take_rank(int rank) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return std::move(events_);
+    std::vector<TraceEvent> mine, rest;
+    for (auto& e : events_) (e.rank == rank ? mine : rest).push_back(e);
+    events_ = std::move(rest);
+    return mine;
   }
+  void clear_rank(int rank) { take_rank(rank); }
   static TraceLog& process() {
     static TraceLog log;
     return log;
