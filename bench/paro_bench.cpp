@@ -306,9 +306,9 @@ class Bench {
 
   // Per size: the lower bound, the automatic pick, and each algorithm's time over the bound.
   void print_bounds(const std::vector<std::vector<Row>>& rows) const {
-    std::printf("#\n# lower bound (links: %s) and automatic's pick; each algorithm's time / bound (out-of-place)\n"
-                "# %10s  %8s  %6s  %10s  %9s", comm_.cost_model().links().source.c_str(), "size", "type", "redop",
-                "bound(us)", "auto_pick");
+    std::printf("#\n# lower bound (links: %s) and automatic's pick (model: %s);\n# each algorithm's time / bound "
+                "(out-of-place)\n# %10s  %8s  %6s  %10s  %9s", comm_.cost_model().bound_links().source.c_str(),
+                comm_.cost_model().links().source.c_str(), "size", "type", "redop", "bound(us)", "auto_pick");
     for (Algorithm a : algos_) std::printf("  %9s", paro::name_of(a));
     std::printf("\n");
     for (std::size_t i = 0; i < rows[0].size(); ++i) {
@@ -441,17 +441,15 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
     std::int32_t token = 0;
     comm.all_reduce(&token, &token, 1, ReduceOp::sum, {Algorithm::tree});
   };
-  // Fastest of several runs of fn, as the slowest rank saw it (us).
+  // Time per run of fn back to back, as the slowest rank saw it (us): in steady state, so that ranks
+  // leaving the barrier at different moments do not hide a shared link's queue.
   auto timed = [&](int repeats, auto&& fn) {
-    double best = 0;
-    for (int i = 0; i < repeats + 1; ++i) {
-      barrier();
-      const auto start = std::chrono::steady_clock::now();
-      fn();
-      const double us = max_over_ranks(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
-      if (i > 0 && (best == 0 || us < best)) best = us;  // the first run warms up
-    }
-    return best;
+    fn();  // warm-up
+    barrier();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < repeats; ++i) fn();
+    return max_over_ranks(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()) /
+           repeats;
   };
   // One step of a ring all-gather of `block` bytes per rank in scope s: {latency us, us per byte}.
   auto ring_step = [&](Scope s) {
@@ -459,7 +457,8 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
     const std::size_t small = 4, big = std::size_t{2} << 20;
     std::vector<float> buf(big / 4 * static_cast<std::size_t>(k));
     auto step = [&](std::size_t bytes) {
-      return timed(5, [&] { comm.all_gather(buf.data(), buf.data(), bytes / 4, {Algorithm::ring, s}); }) / (k - 1);
+      float* mine = buf.data() + bytes / 4 * static_cast<std::size_t>(comm.transport(s).rank());  // in place
+      return timed(5, [&] { comm.all_gather(mine, buf.data(), bytes / 4, {Algorithm::ring, s}); }) / (k - 1);
     };
     const double a = step(small), b = step(big);
     return std::make_pair(a, std::max(1e-9, (b - a) / static_cast<double>(big - small)));

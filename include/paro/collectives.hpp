@@ -99,7 +99,7 @@ class Communicator {
     intra_ = t_.split(groups_.group_of[me], groups_.index_of[me]);
     inter_ = t_.split(groups_.index_of[me], groups_.group_of[me]);
     for (Level l : topology_.known_levels) levels_.emplace(l, t_.split(topology_.ordinals(l)[me], rank()));
-    cost_ = algorithms::CostModel(algorithms::link_model_for(topology_));
+    cost_ = algorithms::CostModel(algorithms::link_model_for(topology_), algorithms::link_model_for(topology_, false));
     for (Scope s : {Scope::global, Scope::intra, Scope::inter}) {
       members_[index(s)] = scope_members(s);
       partitions_[index(s)] = scope_partitions(members_[index(s)]);

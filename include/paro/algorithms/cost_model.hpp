@@ -104,8 +104,10 @@ struct Prediction {
 class CostModel {
  public:
   CostModel() = default;
-  explicit CostModel(LinkModel links) : l_(std::move(links)) {}
+  // bound_links: the links the lower bound is computed on (the topology's own, where known).
+  CostModel(LinkModel links, LinkModel bound_links) : l_(std::move(links)), bound_(std::move(bound_links)) {}
   const LinkModel& links() const { return l_; }
+  const LinkModel& bound_links() const { return bound_; }
 
   // full_bytes: the full buffer (n blocks for all-gather and reduce-scatter).
   Prediction predict(Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) const {
@@ -120,9 +122,9 @@ class CostModel {
       case Algorithm::paro_seq: {
         if (!s.hierarchical()) return {flat_ring(c, N, n, flat_link(s)), 0};
         const bool overlap = a == Algorithm::paro_cc;
-        if (c == Collective::all_gather) return {gather(s, 0, block, overlap) + lanes(s, overlap), 0};
-        if (c == Collective::reduce_scatter) return {scatter(s, 0, block, overlap) + lanes(s, overlap), 0};
-        return all_reduce(s, N, overlap);
+        if (c == Collective::all_reduce) return all_reduce(s, N, overlap);
+        if (!overlap) return {c == Collective::all_gather ? gather(s, 0, block, false) : scatter(s, 0, block, false), 0};
+        return pipelined(c, s, block);
       }
       case Algorithm::mics_hcs: {
         if (!s.hierarchical()) return {flat_ring(c, N, n, flat_link(s)), 0};
@@ -160,8 +162,8 @@ class CostModel {
     // Bytes every rank must receive, and a node through its NICs, at the least.
     const double per_rank = (reduce_all ? 2.0 : 1.0) * (n - 1) / n * N;
     const double per_node_nic = (reduce_all ? 2.0 * (q - 1) / q : static_cast<double>(n - m) / n) * N;
-    const double nic_us = l_.inter.us_per_byte() / (l_.nic == NicModel::per_rank ? m : 1);
-    const double intra_us = l_.intra.us_per_byte();
+    const double nic_us = bound_.inter.us_per_byte() / (bound_.nic == NicModel::per_rank ? m : 1);
+    const double intra_us = bound_.intra.us_per_byte();
     double bandwidth = 0;
     if (q == 1) {
       bandwidth = per_rank * intra_us;
@@ -172,12 +174,13 @@ class CostModel {
       bandwidth = std::max(y * nic_us, (per_rank - y / m) * intra_us);
     }
     const double hops = reduce_all ? 2.0 : 1.0;
-    const double latency = hops * (std::ceil(std::log2(q)) * l_.inter.latency_us + std::ceil(std::log2(m)) * l_.intra.latency_us);
+    const double latency =
+        hops * (std::ceil(std::log2(q)) * bound_.inter.latency_us + std::ceil(std::log2(m)) * bound_.intra.latency_us);
     return bandwidth + latency;
   }
 
  private:
-  LinkModel l_;
+  LinkModel l_, bound_;
 
   struct Hop {
     double alpha, beta;  // per message (us), per byte (us)
@@ -191,7 +194,6 @@ class CostModel {
   Hop flat_link(const CostShape& s) const { return hop(s.ring_nic_flows > 0, s.ring_nic_flows); }
   double reduce_us(double bytes) const { return bytes * 8e-3 / l_.reduce_gbps; }
   double copy_us(double bytes) const { return bytes * 8e-3 / l_.copy_gbps; }
-  double lanes(const CostShape&, bool overlap) const { return overlap ? l_.lane_us : 0; }
   double barrier_us(int n) const { return std::ceil(std::log2(std::max(n, 2))) * (l_.step_us + l_.inter.latency_us); }
 
   // Ring over n ranks with full buffer N: all-gather and reduce-scatter take n-1 steps of N/n bytes.
@@ -231,7 +233,7 @@ class CostModel {
   Hop rail_hop(const CostShape& s, std::size_t level) const { return hop(s.rail_inter[level], s.nic_flows); }
   Hop leaf_hop(const CostShape& s) const { return hop(s.leaf_inter, s.nic_flows); }
 
-  // All-gather of `block` bytes per member of the level-`level` unit.
+  // All-gather of `block` bytes per member of the level-`level` unit, each piece whole.
   double gather(const CostShape& s, std::size_t level, double block, bool overlap) const {
     if (level == s.units.size()) return flat_ring(Collective::all_gather, block * s.leaf(), s.leaf(), leaf_hop(s));
     const int g = s.units[level];
@@ -241,7 +243,7 @@ class CostModel {
     if (!overlap) return (g - 1) * step + g * shard + 2 * barrier_us(members_below(s, level));
     double t = shard;  // my own unit's shard first, then each as the rail delivers it
     for (int k = 1; k < g; ++k) t = std::max(k * step, t) + shard;
-    return t;
+    return t + l_.lane_us;
   }
 
   double scatter(const CostShape& s, std::size_t level, double block, bool overlap) const {
@@ -253,7 +255,43 @@ class CostModel {
     if (!overlap) return g * shard + (g - 1) * step + 2 * barrier_us(members_below(s, level));
     double t = shard;  // ring step k needs shard k+1
     for (int k = 1; k < g; ++k) t = std::max(t, (k + 1) * shard) + step;
-    return t;
+    return t + l_.lane_us;
+  }
+
+  // paro_cc all-gather / reduce-scatter with the blocks cut into P pieces: the two lanes (rail, my unit)
+  // played out item by item; the best P.
+  Prediction pipelined(Collective c, const CostShape& s, double block) const {
+    const int g = s.units[0];
+    const Hop rail = rail_hop(s, 0);
+    Prediction best{0, 0};
+    for (double pieces = 1; pieces <= 64 && (pieces == 1 || block / pieces >= 4096); pieces *= 2) {
+      const double b = block / pieces;
+      const double step = rail.alpha + b * rail.beta + (c == Collective::reduce_scatter ? reduce_us(b) : 0);
+      double rail_t = 0, unit_t = 0;
+      if (c == Collective::all_gather) {
+        const double shard = gather(s, 1, b, true);
+        for (int k = 0; k < pieces; ++k) {
+          unit_t += shard;  // my own unit's shard needs nothing from the rail
+          for (int i = 1; i < g; ++i) {
+            rail_t += step;
+            unit_t = std::max(unit_t, rail_t) + shard;
+          }
+        }
+      } else {
+        const double shard = scatter(s, 1, b, true);
+        for (int k = 0; k < pieces; ++k) {
+          unit_t += shard;
+          rail_t = std::max(rail_t, unit_t);  // the ring sends its first partial
+          for (int i = 1; i < g; ++i) {
+            unit_t += shard;
+            rail_t = std::max(rail_t, unit_t) + step;
+          }
+        }
+      }
+      const double t = std::max(rail_t, unit_t) + l_.lane_us;
+      if (best.time_us == 0 || t < best.time_us) best = {t, static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))};
+    }
+    return best;
   }
 
   Prediction all_reduce(const CostShape& s, double N, bool overlap) const {

@@ -31,7 +31,7 @@ namespace paro::algorithms {
 
 struct HierarchicalParams {
   RingParams ring;                      // the ring steps inside each level
-  std::size_t pipeline_chunk_bytes = 0;  // all-reduce pipeline chunk; 0: one chunk
+  std::size_t pipeline_chunk_bytes = 0;  // paro_cc pipeline chunk (of the full buffer); 0: one chunk
   bool concurrent = true;               // the backend lets lanes drive their communicators at once
   bool overlap = true;                  // paro_cc; false: paro_seq
 };
@@ -70,6 +70,31 @@ inline BlockList packed(const BlockList& blocks) {
 
 inline int before(int u, int k, int g) { return ((u - k) % g + g) % g; }
 
+// Piece k of `pieces` of every block: the all-gather and reduce-scatter pipeline cuts every block alike,
+// so that the rail can carry piece k while my unit works on piece k-1.
+inline BlockList piece_of(const BlockList& blocks, std::size_t k, std::size_t pieces) {
+  BlockList list;
+  for (int b = 0; b < blocks.blocks(); ++b) {
+    const BlockLayout split = BlockLayout::balanced(static_cast<int>(pieces), blocks.count(b));
+    list.add(blocks.offset(b) + split.offset(static_cast<int>(k)), split.count(static_cast<int>(k)));
+  }
+  return list;
+}
+
+// How many pipeline pieces: the full buffer over the chunk size, at least one element per piece.
+inline std::size_t piece_count(std::size_t elements, std::size_t element_size, std::size_t max_block,
+                               std::size_t chunk_bytes) {
+  if (chunk_bytes == 0) return 1;
+  const std::size_t wanted = (elements * element_size + chunk_bytes - 1) / chunk_bytes;
+  return std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, max_block));
+}
+
+// The levels below the top of one pipelined call run each piece whole.
+inline HierarchicalParams inner(HierarchicalParams p) {
+  p.pipeline_chunk_bytes = 0;
+  return p;
+}
+
 template <class T>
 bool flat_path(const Hierarchy<T>& h, const char* what) {
   if (h.flat()) return true;
@@ -87,24 +112,32 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
   namespace hd = hierarchical_detail;
   if (hd::flat_path(h, "paro all_gather")) return ring_all_gather(h.comm, buf, blocks, dt, p.ring);
   const int g = h.unit_count(), mine = h.my_unit;
-  const BlockList rail = hd::rail_blocks(h, blocks);
-  auto shard = [&](int u) { paro_all_gather(*h.unit, buf, hd::unit_blocks(h, blocks, u), dt, p); };
+  const HierarchicalParams below = hd::inner(p);
+  auto shard = [&](const BlockList& piece, int u) { paro_all_gather(*h.unit, buf, hd::unit_blocks(h, piece, u), dt, below); };
   if (!p.overlap) {
-    ring_all_gather(h.rail, buf, rail, dt, p.ring);
+    ring_all_gather(h.rail, buf, hd::rail_blocks(h, blocks), dt, p.ring);
     barrier(h.comm);
-    for (int k = 0; k < g; ++k) shard(hd::before(mine, k, g));
+    for (int k = 0; k < g; ++k) shard(blocks, hd::before(mine, k, g));
     barrier(h.comm);
     return;
   }
-  Progress arrived;  // shards of the rail that are in place, in the ring's order mine-1, mine-2, ...
+  const std::size_t pieces = hd::piece_count(blocks.total(), size_of(dt), blocks.max_count(), p.pipeline_chunk_bytes);
+  Progress arrived;  // shards in place, piece by piece in the ring's order mine-1, mine-2, ...
   run_lanes(
       p.concurrent, {&arrived},
-      [&] { ring_all_gather(h.rail, buf, rail, dt, p.ring, [&](int) { arrived.advance(); }); },
       [&] {
-        shard(mine);
-        for (int k = 1; k < g; ++k) {
-          arrived.wait_for(static_cast<std::size_t>(k));
-          shard(hd::before(mine, k, g));
+        for (std::size_t k = 0; k < pieces; ++k)
+          ring_all_gather(h.rail, buf, hd::rail_blocks(h, hd::piece_of(blocks, k, pieces)), dt, p.ring,
+                          [&](int) { arrived.advance(); });
+      },
+      [&] {
+        for (std::size_t k = 0; k < pieces; ++k) {
+          const BlockList piece = hd::piece_of(blocks, k, pieces);
+          shard(piece, mine);
+          for (int i = 1; i < g; ++i) {
+            arrived.wait_for(k * static_cast<std::size_t>(g - 1) + static_cast<std::size_t>(i));
+            shard(piece, hd::before(mine, i, g));
+          }
         }
       });
 }
@@ -116,35 +149,45 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
                          const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
   if (hd::flat_path(h, "paro reduce_scatter")) return ring_reduce_scatter(h.comm, in, out, blocks, dt, op, p.ring);
+  const std::size_t esize = size_of(dt);
   const int g = h.unit_count(), mine = h.my_unit;
+  const HierarchicalParams below = hd::inner(p);
   const BlockList partials = hd::packed(hd::rail_blocks(h, blocks));  // my unit's partial of (i', j), per i'
-  auto scratch = h.comm.allocate(partials.total() * size_of(dt));
+  auto scratch = h.comm.allocate(partials.total() * esize);
   char* partial = scratch.data();
-  // The ring sends the partial of unit mine-1 first and ends with its own unit's.
-  auto shard = [&](int k) {
-    const int u = hd::before(mine, k, g);
-    paro_reduce_scatter(*h.unit, in, hd::unit_blocks(h, blocks, u), partial + partials.offset(u) * size_of(dt), dt, op, p);
+  // The rail ring sends the partial of unit mine-1 first and ends with its own unit's; my unit produces
+  // them in that order, piece by piece.
+  auto shard = [&](std::size_t k, std::size_t pieces, int i) {
+    const int u = hd::before(mine, i, g);
+    const BlockList piece = hd::piece_of(blocks, k, pieces), target = hd::piece_of(partials, k, pieces);
+    paro_reduce_scatter(*h.unit, in, hd::unit_blocks(h, piece, u), partial + target.offset(u) * esize, dt, op, below);
+  };
+  auto rail = [&](std::size_t k, std::size_t pieces, auto&& before_block) {
+    const BlockList target = hd::piece_of(partials, k, pieces);
+    const std::size_t at = BlockLayout::balanced(static_cast<int>(pieces), partials.count(mine)).offset(static_cast<int>(k));
+    ring_reduce_scatter(h.rail, partial, out + at * esize, target, dt, op, p.ring, before_block);
   };
   if (!p.overlap) {
-    for (int k = 1; k <= g; ++k) shard(k);
+    for (int i = 1; i <= g; ++i) shard(0, 1, i);
     barrier(h.comm);
-    ring_reduce_scatter(h.rail, partial, out, partials, dt, op, p.ring);
+    rail(0, 1, NoHook{});
     barrier(h.comm);
     return;
   }
+  const std::size_t pieces = hd::piece_count(blocks.total(), esize, blocks.max_count(), p.pipeline_chunk_bytes);
   Progress produced;
   run_lanes(
       p.concurrent, {&produced},
       [&] {
-        for (int k = 1; k <= g; ++k) {
-          shard(k);
-          produced.advance();
-        }
+        for (std::size_t k = 0; k < pieces; ++k)
+          for (int i = 1; i <= g; ++i) {
+            shard(k, pieces, i);
+            produced.advance();
+          }
       },
       [&] {
         std::size_t needed = 0;
-        ring_reduce_scatter(h.rail, partial, out, partials, dt, op, p.ring,
-                            [&](int) { produced.wait_for(++needed); });
+        for (std::size_t k = 0; k < pieces; ++k) rail(k, pieces, [&](int) { produced.wait_for(++needed); });
       });
 }
 
@@ -169,9 +212,10 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
     for (int b = 0; b < m; ++b) list.add(chunk_layout.offset(static_cast<int>(k)) + split.offset(b), split.count(b));
     return list;
   };
+  const HierarchicalParams below = hd::inner(p);
   auto reduce_scatter = [&](std::size_t k) {
     const BlockList list = pieces(k);
-    paro_reduce_scatter(*h.unit, in, list, out + list.offset(j) * esize, dt, partial_op, p);
+    paro_reduce_scatter(*h.unit, in, list, out + list.offset(j) * esize, dt, partial_op, below);
   };
   auto combine = [&](std::size_t k) {  // the rail all-reduce of my piece
     const BlockList list = pieces(k);
@@ -179,7 +223,7 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
     ring_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op, p.ring);
     if (op == ReduceOp::avg) h.comm.divide(piece, list.count(j), dt, h.comm.size());
   };
-  auto all_gather = [&](std::size_t k) { paro_all_gather(*h.unit_copy, out, pieces(k), dt, p); };
+  auto all_gather = [&](std::size_t k) { paro_all_gather(*h.unit_copy, out, pieces(k), dt, below); };
   if (!p.overlap) {
     reduce_scatter(0);
     barrier(h.comm);

@@ -84,8 +84,11 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
 #endif
 }
 
-inline LinkModel link_model_for(const Topology& topo) {
-  if (auto path = env::get("PARO_COST_FILE")) {
+// use_cost_file false: the links as the topology and presets describe them, for the lower bound of the
+// topology (a calibration measures what software adds on top).
+inline LinkModel link_model_for(const Topology& topo, bool use_cost_file = true) {
+  auto path = env::get("PARO_COST_FILE");
+  if (path && use_cost_file) {
     std::ifstream in(*path);
     detail::require(static_cast<bool>(in), "PARO_COST_FILE '", *path, "': cannot open the file");
     std::ostringstream text;

@@ -22,27 +22,108 @@
 
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "paro/core/env.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
 
 namespace paro {
 
-// Scratch memory on the host, for transports whose buffers live in host memory.
+namespace detail {
+
+// Freed scratch buffers kept for reuse, as NCCL keeps its buffers and PyTorch its cached blocks: a large
+// collective would otherwise fault in fresh pages on every call. PARO_SCRATCH_CACHE (bytes, default 1G)
+// bounds what is kept; 0 turns the cache off.
+class ScratchPool {
+ public:
+  static ScratchPool& instance() {
+    static ScratchPool pool(env::bytes_or("PARO_SCRATCH_CACHE", std::size_t{1} << 30));
+    return pool;
+  }
+
+  // A buffer of at least `bytes` (and at most twice that, so small requests do not pin big blocks).
+  std::pair<char*, std::size_t> take(std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.lower_bound(bytes);
+      if (it != free_.end() && it->first <= 2 * bytes) {
+        auto found = std::make_pair(it->second, it->first);
+        held_ -= it->first;
+        free_.erase(it);
+        return found;
+      }
+    }
+    return {new char[bytes], bytes};
+  }
+
+  void give(char* data, std::size_t capacity) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (held_ + capacity <= limit_) {
+        free_.emplace(capacity, data);
+        held_ += capacity;
+        return;
+      }
+    }
+    delete[] data;
+  }
+
+  ~ScratchPool() {
+    for (auto& [capacity, data] : free_) delete[] data;
+  }
+
+ private:
+  explicit ScratchPool(std::size_t limit) : limit_(limit) {}
+  std::mutex mutex_;
+  std::multimap<std::size_t, char*> free_;  // capacity -> buffer
+  std::size_t held_ = 0;
+  const std::size_t limit_;
+};
+
+}  // namespace detail
+
+// Scratch memory on the host, for transports whose buffers live in host memory; reused through the pool.
 class HostBuffer {
  public:
   HostBuffer() = default;
-  explicit HostBuffer(std::size_t bytes) : data_(bytes ? new char[bytes] : nullptr), bytes_(bytes) {}
-  char* data() { return data_.get(); }
+  explicit HostBuffer(std::size_t bytes) {
+    if (bytes == 0) return;
+    std::tie(data_, capacity_) = detail::ScratchPool::instance().take(bytes);
+    bytes_ = bytes;
+  }
+  HostBuffer(HostBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), capacity_(std::exchange(o.capacity_, 0)) {}
+  HostBuffer& operator=(HostBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      data_ = std::exchange(o.data_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+      capacity_ = std::exchange(o.capacity_, 0);
+    }
+    return *this;
+  }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer() { release(); }
+
+  char* data() { return data_; }
   std::size_t size() const { return bytes_; }
 
  private:
-  std::unique_ptr<char[]> data_;
-  std::size_t bytes_ = 0;
+  char* data_ = nullptr;
+  std::size_t bytes_ = 0, capacity_ = 0;
+
+  void release() {
+    if (data_) detail::ScratchPool::instance().give(data_, capacity_);
+    data_ = nullptr;
+  }
 };
 
 // Local memory operations of transports that move host memory (threads, mpi); backends inherit them.
