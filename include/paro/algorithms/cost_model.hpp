@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
@@ -31,7 +33,19 @@ struct LinkModel {
   double lane_us = 20;         // starting the lanes of one overlapped call
   double reduce_gbps = 400;    // local reduction throughput (bytes of one operand)
   double copy_gbps = 800;      // local copies
+  // Measured corrections per (collective, algorithm): time = base_us + scale * formula. Calibration fits
+  // them, as NCCL's tuner carries a base latency per algorithm: what the formulas leave out (waking
+  // lanes, scheduling, caches) is mostly a per-call cost.
+  struct Correction {
+    double base_us = 0, scale = 1;
+  };
+  std::map<std::pair<Collective, Algorithm>, Correction> corrections;
   std::string source = "default preset";
+
+  Correction correction(Collective c, Algorithm a) const {
+    auto it = corrections.find({c, a});
+    return it == corrections.end() ? Correction{} : it->second;
+  }
 };
 
 struct NamedPreset {
@@ -111,6 +125,14 @@ class CostModel {
 
   // full_bytes: the full buffer (n blocks for all-gather and reduce-scatter).
   Prediction predict(Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) const {
+    Prediction p = formula(a, c, full_bytes, s);
+    const LinkModel::Correction k = l_.correction(c, a);
+    p.time_us = std::max(0.0, k.base_us + k.scale * p.time_us);
+    return p;
+  }
+
+  // The formulas alone, without measured corrections.
+  Prediction formula(Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) const {
     const double N = static_cast<double>(full_bytes);
     const int n = s.ranks;
     if (n <= 1) return {l_.step_us, 0};

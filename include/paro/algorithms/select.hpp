@@ -8,7 +8,8 @@
 // The automatic algorithm is the fastest the model predicts (CostModel::choose).
 //
 //   {"intra": {"gbps": 20, "latency_us": 1}, "inter": {"gbps": 2, "latency_us": 10}, "nic": "shared",
-//    "step_us": 12, "lane_us": 40, "reduce_gbps": 30, "copy_gbps": 60}          (a cost file)
+//    "step_us": 12, "lane_us": 40, "reduce_gbps": 30, "copy_gbps": 60,
+//    "corrections": {"all_reduce": {"ring": {"base_us": 80, "scale": 1.1}, ...}, ...}}      (a cost file)
 
 #include <fstream>
 #include <sstream>
@@ -27,10 +28,21 @@ namespace paro::algorithms {
 
 // The JSON form of a link model (a cost file); needs nlohmann-json.
 inline std::string to_json(const LinkModel& m) {
+  std::string corrections;
+  for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
+    std::string per_algo;
+    for (const auto& [key, k] : m.corrections)
+      if (key.first == c)
+        per_algo += detail::concat(per_algo.empty() ? "" : ", ", "\"", name_of(key.second), "\": {\"base_us\": ", k.base_us,
+                                   ", \"scale\": ", k.scale, "}");
+    if (!per_algo.empty())
+      corrections += detail::concat(corrections.empty() ? "" : ", ", "\"", name_of(c), "\": {", per_algo, "}");
+  }
   return detail::concat("{\"intra\": {\"gbps\": ", m.intra.gbps, ", \"latency_us\": ", m.intra.latency_us,
                         "}, \"inter\": {\"gbps\": ", m.inter.gbps, ", \"latency_us\": ", m.inter.latency_us,
                         "}, \"nic\": \"", name_of(m.nic), "\", \"step_us\": ", m.step_us, ", \"lane_us\": ", m.lane_us,
-                        ", \"reduce_gbps\": ", m.reduce_gbps, ", \"copy_gbps\": ", m.copy_gbps, "}");
+                        ", \"reduce_gbps\": ", m.reduce_gbps, ", \"copy_gbps\": ", m.copy_gbps,
+                        ", \"corrections\": {", corrections, "}}");
 }
 
 inline LinkModel parse_cost_file(const std::string& text, const std::string& path) {
@@ -67,11 +79,41 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
       } catch (const Error& e) {
         fail("nic", e.what() + 6);
       }
+    } else if (key == "corrections") {
+      if (!value.is_object()) fail("corrections", "expected {collective: {algorithm: {base_us, scale}}}");
+      for (auto& [coll, algos] : value.items()) {
+        Collective c{};
+        try {
+          c = parse_collective(coll);
+        } catch (const Error& e) {
+          fail("corrections." + coll, e.what() + 6);
+        }
+        if (!algos.is_object()) fail("corrections." + coll, "expected {algorithm: {base_us, scale}}");
+        for (auto& [algo, k] : algos.items()) {
+          const std::string where = "corrections." + coll + "." + algo;
+          Algorithm a{};
+          try {
+            a = parse_algorithm(algo);
+          } catch (const Error& e) {
+            fail(where, e.what() + 6);
+          }
+          if (!k.is_object()) fail(where, "expected {\"base_us\": .., \"scale\": ..}");
+          LinkModel::Correction corr;
+          for (auto& [field, v] : k.items()) {
+            if (field != "base_us" && field != "scale") fail(where + "." + field, "unknown field; allowed: base_us scale");
+            if (!v.is_number()) fail(where + "." + field, "expected a number");
+          }
+          if (k.contains("base_us")) corr.base_us = k["base_us"].get<double>();
+          if (k.contains("scale")) corr.scale = k["scale"].get<double>();
+          if (!(corr.scale > 0)) fail(where + ".scale", "must be positive");
+          m.corrections[{c, a}] = corr;
+        }
+      }
     } else if (key == "step_us" || key == "lane_us" || key == "reduce_gbps" || key == "copy_gbps") {
       number(doc, key.c_str(), "", key == "step_us" ? m.step_us : key == "lane_us" ? m.lane_us
                                                             : key == "reduce_gbps" ? m.reduce_gbps : m.copy_gbps);
     } else {
-      fail(key, "unknown field; allowed: intra inter nic step_us lane_us reduce_gbps copy_gbps");
+      fail(key, "unknown field; allowed: intra inter nic step_us lane_us reduce_gbps copy_gbps corrections");
     }
   }
   if (m.intra.gbps <= 0 || m.inter.gbps <= 0 || m.reduce_gbps <= 0 || m.copy_gbps <= 0)
