@@ -4,16 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <tuple>
 
 #include "paro/testing/collective_check.hpp"
 #include "paro/transport/mpi.hpp"
+#include "paro/transport/paced.hpp"
 
 namespace {
 
 using paro::Algorithm;
 using paro::Collective;
 using MpiComm = paro::Communicator<paro::mpi::Transport>;
+using paro::topology::EmulationSpec;
 
 MpiComm& world() {
   static MpiComm comm(paro::mpi::Transport::world());
@@ -83,6 +86,46 @@ TEST_P(MpiScoped, EveryCollectiveIsExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mpi, MpiScoped, ::testing::Values(paro::Scope::intra, paro::Scope::inter));
+
+// An emulated cluster for this rank count: three levels at 8 ranks, else two nodes (uneven when odd).
+std::string emulated_cluster(int n) {
+  if (n == 8) return "switches=2,nodes=2,ranks=2";
+  if (n % 2 == 0) return "nodes=2";
+  return "nodes=2,ranks=" + std::to_string(n / 2) + ":" + std::to_string(n - n / 2);
+}
+
+// The hierarchical algorithms on every scope, with the lanes of paro_cc on MPI_THREAD_MULTIPLE.
+class MpiHierarchical : public ::testing::TestWithParam<paro::Scope> {};
+
+TEST_P(MpiHierarchical, EveryCollectiveIsExact) {
+  paro::CommunicatorConfig config;
+  config.discovery.emulate = emulated_cluster(world().size());
+  config.group.allow_uneven = true;
+  MpiComm comm(paro::mpi::Transport::world(), config);
+  EXPECT_TRUE(comm.transport().concurrent_use()) << "paro::mpi::Environment asks for MPI_THREAD_MULTIPLE";
+  std::vector<std::string> failures;
+  for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
+    for (auto algo : {Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc})
+      for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 100}, GetParam())) failures.push_back(f);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mpi, MpiHierarchical, ::testing::Values(paro::Scope::global, paro::Scope::intra, paro::Scope::inter));
+
+// Processes of one machine share the emulated NICs through shared memory.
+TEST(MpiPaced, SharedLinksAcrossProcesses) {
+  const std::string emulate = emulated_cluster(world().size()) + ",intra_gbps=400,inter_gbps=40,inter_us=50";
+  using Paced = paro::paced::Transport<paro::mpi::Transport>;
+  paro::CommunicatorConfig config;
+  config.discovery.emulate = emulate;
+  config.group.allow_uneven = true;
+  paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), EmulationSpec::parse(emulate)), config);
+  std::vector<std::string> failures;
+  for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
+    for (auto algo : {Algorithm::ring, Algorithm::paro_cc, Algorithm::automatic})
+      for (auto& f : paro::testing::run_matrix(comm, coll, algo, {1, 1000})) failures.push_back(f);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
 
 // Without Slurm variables, mpirun's ranks share one machine: MPI_COMM_TYPE_SHARED names the node and
 // Open MPI's local ranks order it. Under tests/slurm_env.sh: 4 nodes, 2 leaf switches, one pod.

@@ -170,9 +170,13 @@ TEST(Parse, AlgorithmOverrides) {
   } catch (const paro::Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("PARO_ALGO"), std::string::npos) << what;
-    EXPECT_NE(what.find("allowed: automatic ring tree native"), std::string::npos) << what;
+    EXPECT_NE(what.find("allowed: automatic ring tree mics_hcs paro_seq paro_cc native"), std::string::npos) << what;
   }
   EXPECT_THROW(paro::AlgorithmOverrides::parse("broadcast:ring"), paro::Error);
+  auto hierarchical = paro::AlgorithmOverrides::parse("allgather:paro_cc;reducescatter:PARO-SEQ;allreduce:mics_hcs");
+  EXPECT_EQ(hierarchical[paro::Collective::all_gather], paro::Algorithm::paro_cc);
+  EXPECT_EQ(hierarchical[paro::Collective::reduce_scatter], paro::Algorithm::paro_seq);
+  EXPECT_EQ(hierarchical[paro::Collective::all_reduce], paro::Algorithm::mics_hcs);
 }
 
 TEST(Layout, BalancedBlocksCoverTheBufferExactly) {

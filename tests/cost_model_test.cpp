@@ -1,0 +1,165 @@
+// The cost model: lower bounds worked out by hand, the bound below every prediction, the automatic choice
+// on hierarchical and flat scopes, presets, cost files and the link keys of PARO_EMULATE.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "paro/algorithms/hierarchy.hpp"
+#include "paro/algorithms/select.hpp"
+#include "paro/topology/emulation.hpp"
+
+namespace {
+
+using paro::Algorithm;
+using paro::Collective;
+using paro::algorithms::CostModel;
+using paro::algorithms::CostShape;
+using paro::algorithms::LinkModel;
+
+#define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+// 2 nodes x 4 ranks, every rank in the global scope.
+CostShape two_by_four() {
+  CostShape s;
+  s.ranks = 8;
+  s.units = {2};
+  s.rail_inter = {true};
+  s.nodes = 2;
+  s.ranks_per_node = 4;
+  s.nic_flows = 4;
+  s.ring_nic_flows = 1;
+  return s;
+}
+
+LinkModel slow_nic(paro::NicModel nic) {
+  LinkModel m;
+  m.intra = {20, 0};
+  m.inter = {2, 0};
+  m.nic = nic;
+  return m;
+}
+
+constexpr std::size_t MiB64 = std::size_t{64} << 20;
+
+TEST(LowerBound, SharedNicIsTheBottleneck) {
+  const CostModel model(slow_nic(paro::NicModel::shared), slow_nic(paro::NicModel::shared));
+  // Half the gathered buffer must enter each node through its one 2 Gbit/s NIC: 32 MiB * 4 ns.
+  EXPECT_NEAR(model.lower_bound(Collective::all_gather, MiB64, two_by_four()), 33554432 * 4e-3, 1e-6);
+  EXPECT_NEAR(model.lower_bound(Collective::reduce_scatter, MiB64, two_by_four()), 33554432 * 4e-3, 1e-6);
+  // All-reduce across two groups: the whole buffer crosses each way.
+  EXPECT_NEAR(model.lower_bound(Collective::all_reduce, MiB64, two_by_four()), 67108864 * 4e-3, 1e-6);
+}
+
+TEST(LowerBound, FourNicsPerNodeQuarterTheNicTime) {
+  const CostModel model(slow_nic(paro::NicModel::per_rank), slow_nic(paro::NicModel::per_rank));
+  EXPECT_NEAR(model.lower_bound(Collective::all_gather, MiB64, two_by_four()), 33554432 * 1e-3, 1e-6);
+}
+
+TEST(LowerBound, BelowEveryPrediction) {
+  for (auto nic : {paro::NicModel::shared, paro::NicModel::per_rank}) {
+    const CostModel model(slow_nic(nic), slow_nic(nic));
+    for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce})
+      for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 30); bytes *= 4)
+        for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc})
+          EXPECT_LE(model.lower_bound(c, bytes, two_by_four()), model.predict(a, c, bytes, two_by_four()).time_us)
+              << paro::name_of(c) << " " << paro::name_of(a) << " " << bytes << " nic " << paro::name_of(nic);
+  }
+}
+
+TEST(Choice, HierarchicalOverlapWinsLargeMessagesOnSlowLinks) {
+  const CostModel model(slow_nic(paro::NicModel::shared), slow_nic(paro::NicModel::shared));
+  for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
+    EXPECT_EQ(model.choose(c, MiB64, two_by_four()), Algorithm::paro_cc) << paro::name_of(c);
+    EXPECT_LT(model.predict(Algorithm::paro_cc, c, MiB64, two_by_four()).time_us,
+              model.predict(Algorithm::paro_seq, c, MiB64, two_by_four()).time_us);
+  }
+  // The all-reduce pipeline is cut into several chunks.
+  EXPECT_LT(model.predict(Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()).pipeline_chunk_bytes, MiB64);
+}
+
+TEST(Choice, FlatScopesNeverPickHierarchicalAlgorithms) {
+  CostShape flat;
+  flat.ranks = 6;
+  const CostModel model;
+  for (std::size_t bytes = 64; bytes <= (std::size_t{1} << 28); bytes *= 8) {
+    const Algorithm a = model.choose(Collective::all_reduce, bytes, flat);
+    EXPECT_TRUE(a == Algorithm::ring || a == Algorithm::tree) << bytes << " " << paro::name_of(a);
+  }
+  EXPECT_EQ(model.choose(Collective::all_reduce, 64, flat), Algorithm::tree);
+  EXPECT_EQ(model.choose(Collective::all_reduce, std::size_t{1} << 28, flat), Algorithm::ring);
+}
+
+TEST(Hierarchy, NestedPartitionsCoarsestFirst) {
+  const std::vector<int> switches = {7, 7, 7, 7, 3, 3, 3, 3}, nodes = {0, 0, 1, 1, 2, 2, 3, 3};
+  const std::vector<int> one = {5, 5, 5, 5, 5, 5, 5, 5}, singletons = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<int> across = {0, 0, 0, 1, 1, 1, 2, 2};  // cuts across the nodes
+  const auto chain = paro::algorithms::nested_partitions({nodes, one, switches, singletons, nodes, across});
+  ASSERT_EQ(chain.size(), 2u);
+  EXPECT_EQ(chain[0], (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(chain[1], (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+}
+
+TEST(Links, PresetsAndTheirErrors) {
+  EXPECT_EQ(paro::algorithms::preset("nvlink-ib400").inter.gbps, 400);
+  try {
+    paro::algorithms::preset("ethernet");
+    FAIL();
+  } catch (const paro::Error& e) {
+    EXPECT_CONTAINS(e.what(), "PARO_LINKS='ethernet' is not a preset; allowed: nvlink-ib400");
+  }
+}
+
+TEST(Links, CostFileRoundTripAndErrors) {
+  LinkModel m = slow_nic(paro::NicModel::shared);
+  m.step_us = 12;
+  m.corrections[{Collective::all_reduce, Algorithm::paro_cc}] = {80, 1.25};
+  const LinkModel back = paro::algorithms::parse_cost_file(paro::algorithms::to_json(m), "x.json");
+  EXPECT_EQ(back.inter.gbps, 2);
+  EXPECT_EQ(back.nic, paro::NicModel::shared);
+  EXPECT_EQ(back.step_us, 12);
+  EXPECT_EQ(back.correction(Collective::all_reduce, Algorithm::paro_cc).base_us, 80);
+  EXPECT_EQ(back.correction(Collective::all_reduce, Algorithm::paro_cc).scale, 1.25);
+  EXPECT_EQ(back.correction(Collective::all_gather, Algorithm::ring).scale, 1);
+  auto error_of = [](const std::string& text) {
+    try {
+      paro::algorithms::parse_cost_file(text, "c.json");
+    } catch (const paro::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_CONTAINS(error_of("{\"speed\": 1}"), "PARO_COST_FILE 'c.json': speed: unknown field; allowed: intra inter nic");
+  EXPECT_CONTAINS(error_of("{\"nic\": \"both\"}"), "nic: nic='both' is not one of: shared per_rank");
+  EXPECT_CONTAINS(error_of("{\"intra\": {\"gbps\": -1}}"), "intra.gbps: expected a non-negative number");
+  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"fast\": {}}}}"), "corrections.all_reduce.fast: unknown algorithm");
+  EXPECT_CONTAINS(error_of("{"), "syntax");
+}
+
+TEST(Links, EmulationKeysPlaceLinksOnTheTopology) {
+  const auto spec = paro::topology::EmulationSpec::parse("nodes=2,ranks=4,intra_gbps=20,inter_gbps=2,inter_us=7.5,nic=per_rank");
+  EXPECT_TRUE(spec.paced());
+  EXPECT_EQ(spec.intra.gbps, 20);
+  EXPECT_EQ(spec.inter.latency_us, 7.5);
+  EXPECT_EQ(spec.nic, paro::NicModel::per_rank);
+  const LinkModel m = paro::algorithms::link_model_for(spec.place(8));
+  EXPECT_EQ(m.intra.gbps, 20);
+  EXPECT_EQ(m.inter.gbps, 2);
+  EXPECT_EQ(m.inter.latency_us, 7.5);
+  EXPECT_EQ(m.nic, paro::NicModel::per_rank);
+  EXPECT_CONTAINS(m.source, "topology links");
+  EXPECT_FALSE(paro::topology::EmulationSpec::parse("nodes=2").paced());
+  for (auto [text, message] : {std::pair{"nodes=2,inter_gbps=fast", "inter_gbps='fast' is not a number"},
+                               std::pair{"nodes=2,nic=all", "nic='all' is not one of: shared per_rank"},
+                               std::pair{"nodes=2,intra_gbps=-3", "intra_gbps='-3' is not a number"},
+                               std::pair{"nodes=2,speed=1", "allowed: pods switches nodes ranks order intra_gbps"}}) {
+    try {
+      paro::topology::EmulationSpec::parse(text);
+      ADD_FAILURE() << text;
+    } catch (const paro::Error& e) {
+      EXPECT_CONTAINS(e.what(), message);
+    }
+  }
+}
+
+}  // namespace

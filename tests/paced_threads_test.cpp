@@ -1,0 +1,126 @@
+// The paced transport on the threads backend: exact results through it, messages that take at least
+// their emulated link time (shared and per-rank NICs, latency), traces naming world ranks on split
+// communicators, and the cost model's view of emulated scopes.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "paro/testing/collective_check.hpp"
+#include "paro/transport/paced.hpp"
+#include "threads_harness.hpp"
+
+namespace {
+
+using paro::Algorithm;
+using paro::Collective;
+using paro::Scope;
+using Paced = paro::paced::Transport<paro::threads::Transport>;
+using paro::topology::EmulationSpec;
+
+template <class Body>
+void on_paced(const std::string& emulate, Body body, bool trace = false) {
+  const auto spec = EmulationSpec::parse(emulate);
+  paro::threads::run(spec.rank_count().value(), [&](paro::threads::Transport t) { body(Paced::wrap(std::move(t), spec, trace)); });
+}
+
+TEST(Paced, ExactResultsThroughTheDecorator) {
+  const std::string emulate = "switches=2,nodes=2,ranks=2,intra_gbps=8000,inter_gbps=800,inter_us=20";
+  std::vector<std::string> failures;
+  std::mutex m;
+  on_paced(emulate, [&](Paced t) {
+    paro::CommunicatorConfig config;
+    config.discovery.emulate = emulate;
+    paro::Communicator comm(std::move(t), config);
+    std::vector<std::string> mine;
+    for (Collective coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
+      for (Algorithm algo : {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_cc, Algorithm::automatic})
+        for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 1000})) mine.push_back(f);
+    std::lock_guard<std::mutex> lock(m);
+    failures.insert(failures.end(), mine.begin(), mine.end());
+  });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+
+// Rank 0 and 1 on node 0 each send `bytes` to their partner on node 1 at once; returns the seconds from
+// before the ranks started to the slowest rank's completion.
+double two_flows_across(const std::string& emulate, std::size_t bytes) {
+  std::mutex m;
+  double slowest = 0;
+  const auto start = std::chrono::steady_clock::now();
+  on_paced(emulate, [&](Paced t) {
+    std::vector<char> buf(bytes);
+    const int r = t.rank();
+    auto q = r < 2 ? t.isend(buf.data(), bytes, r + 2, 1) : t.irecv(buf.data(), bytes, r - 2, 1);
+    t.wait(q);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(m);
+    slowest = std::max(slowest, s);
+  });
+  return slowest;
+}
+
+// Only lower bounds: a loaded machine can make messages slower, never faster than their links.
+TEST(Paced, MessagesTakeTheirLinkTime) {
+  const std::size_t megabyte = 1000000;  // 10 ms at 0.8 Gbit/s
+  EXPECT_GE(two_flows_across("nodes=2,ranks=2,inter_gbps=0.8,nic=shared", megabyte), 0.020) << "one NIC, two flows";
+  EXPECT_GE(two_flows_across("nodes=2,ranks=2,inter_gbps=0.8,nic=per_rank", megabyte), 0.010);
+  EXPECT_GE(two_flows_across("nodes=2,ranks=2,inter_us=30000", 0), 0.030) << "latency alone";
+  // Inside a node the intra links pace instead.
+  EXPECT_GE(two_flows_across("nodes=1,ranks=4,intra_gbps=0.8,inter_gbps=0.001", megabyte), 0.010);
+  EXPECT_LT(two_flows_across("nodes=1,ranks=4,intra_gbps=0.8,inter_gbps=0.001", megabyte), 1.0) << "not the inter link";
+}
+
+TEST(Paced, TraceNamesWorldRanksOnSplitCommunicators) {
+  paro::paced::TraceLog::process().take_rank(3);
+  on_paced(
+      "nodes=2,ranks=2,intra_gbps=100,inter_gbps=10",
+      [](Paced t) {
+        Paced odd = t.split(t.rank() % 2, t.rank());  // {0, 2} and {1, 3}: both pairs cross nodes
+        ASSERT_EQ(odd.size(), 2);
+        int x = t.rank();
+        if (odd.rank() == 1) {
+          auto s = odd.isend(&x, sizeof x, 0, 5);
+          odd.wait(s);
+        } else {
+          auto q = odd.irecv(&x, sizeof x, 1, 5);
+          odd.wait(q);
+          EXPECT_EQ(x, t.rank() + 2);
+        }
+      },
+      true);
+  const auto events = paro::paced::TraceLog::process().take_rank(3);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].peer, 1);
+  EXPECT_TRUE(events[0].inter);
+  EXPECT_EQ(events[0].bytes, sizeof(int));
+  EXPECT_GE(events[0].end_ns, events[0].start_ns);
+}
+
+TEST(Paced, CostShapeOfEmulatedScopes) {
+  std::mutex m;
+  paro::threads::run(8, [&](paro::threads::Transport t) {
+    paro::CommunicatorConfig config;
+    config.discovery.emulate = "nodes=2,ranks=4";
+    paro::Communicator comm(std::move(t), config);
+    const auto& global = comm.shape(Scope::global);
+    const auto& intra = comm.shape(Scope::intra);
+    const auto& inter = comm.shape(Scope::inter);
+    std::lock_guard<std::mutex> lock(m);
+    EXPECT_EQ(global.units, std::vector<int>{2});
+    EXPECT_EQ(global.rail_inter, std::vector<bool>{true});
+    EXPECT_EQ(global.nodes, 2);
+    EXPECT_EQ(global.ring_nic_flows, 1);
+    EXPECT_TRUE(intra.units.empty());
+    EXPECT_EQ(intra.nodes, 1);
+    EXPECT_EQ(intra.ring_nic_flows, 0);
+    EXPECT_TRUE(inter.units.empty());
+    EXPECT_EQ(inter.nodes, 2);
+    EXPECT_EQ(inter.ring_nic_flows, 4) << "all four rails cross the node's NIC at once";
+  });
+}
+
+}  // namespace
