@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The main job: builds paro-bench and compares every algorithm on the in-process threads backend
-# (8 ranks), for all-reduce, all-gather and reduce-scatter, 1 KiB to 16 MiB. Prints nccl-tests tables
-# and ratios, and writes JSON records and a plot to results/ (RESULTS_DIR overrides). Extra arguments go to
-# every paro-bench call (e.g. -t 16 -e 64M). Exit status is non-zero if any value was wrong.
+# The main job: builds paro-bench and compares every algorithm (ring, tree, mics_hcs, paro_seq, paro_cc,
+# automatic) on an emulated cluster of the in-process threads backend: 8 ranks as 2 nodes x 4, intra-node
+# links paced at 20 Gbit/s per rank, one 2 Gbit/s NIC shared per node (PARO_BENCH_EMULATE overrides).
+#   1. calibrates the cost model on that cluster (results/cost.json, used as PARO_COST_FILE below)
+#   2. all three collectives at 64 MiB, side by side, with a Chrome trace of one call per algorithm
+#   3. a sweep 1 KiB .. 256 MiB, and whether automatic picked within 10% of the fastest at every size
+# Prints nccl-tests tables, lower bounds and ratios; writes JSON, traces and plots to results/ (RESULTS_DIR
+# overrides). Extra arguments go to every paro-bench call. Exit status non-zero if any value was wrong.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -10,10 +14,25 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "${PARO_JOBS:-2}" --target paro-bench
 out=${RESULTS_DIR:-results}
 mkdir -p "$out"
+emulate=${PARO_BENCH_EMULATE:-nodes=2,ranks=4,intra_gbps=20,inter_gbps=2,nic=shared}
+bench() { build/bin/paro-bench --backend threads -t 8 --emulate "$emulate" "$@"; }
 status=0
-for coll in all_reduce all_gather reduce_scatter; do
-  build/bin/paro-bench --backend threads -t 8 --coll "$coll" --algo all -b 1K -e 16M -f 4 -n 10 -w 3 \
-    --json "$out/threads-$coll.json" "$@" || status=1
-done
-/usr/bin/python3 bench/plot.py "$out"/threads-*.json -o "$out/threads-busbw.png" --title "paro-bench, algorithms side by side"
+
+echo "== 1. calibration on $emulate"
+bench --calibrate "$out/cost.json" "$@"
+export PARO_COST_FILE=$out/cost.json
+
+echo "== 2. 64 MiB, every algorithm side by side"
+bench --coll all --algo all -b 64M -e 64M -n 3 -w 1 --json "$out/emulated-64M.json" --trace "$out/trace-64M.json" "$@" || status=1
+
+echo "== 3. sweep 1 KiB .. 256 MiB"
+bench --coll all --algo all -b 1K -e 1M -f 4 -n 40 -w 5 --json "$out/emulated-small.json" "$@" || status=1
+bench --coll all --algo all -b 4M -e 256M -f 4 -n 2 -w 1 --json "$out/emulated-large.json" "$@" || status=1
+/usr/bin/python3 bench/auto_check.py "$out/emulated-small.json" "$out/emulated-large.json" | tee "$out/auto-check.md" || true
+
+/usr/bin/python3 bench/plot.py "$out/emulated-small.json" "$out/emulated-large.json" -o "$out/emulated-busbw.png" \
+  --title "2 nodes x 4 ranks, 20 Gbit/s intra, one 2 Gbit/s NIC per node"
+/usr/bin/python3 bench/trace_plot.py "$out/trace-64M.json" -o "$out/trace-64M.png" \
+  --match "all_gather paro_seq 67108864" --match "all_gather paro_cc 67108864" \
+  --match "all_reduce paro_seq 67108864" --match "all_reduce paro_cc 67108864"
 exit $status
