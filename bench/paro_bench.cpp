@@ -485,31 +485,26 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
   m.lane_us = timed(3, [&] {
                 for (int i = 0; i < lane_calls; ++i) paro::algorithms::run_lanes(true, {}, [] {}, [] {});
               }) / lane_calls;
-  // Per collective and algorithm, the measured time at a small and a large size against the formulas.
+  // Per collective and algorithm, measured time over the formulas' at sizes from 4 KiB to 16 MiB.
   paro::algorithms::CostModel formulas(m, comm.cost_model().bound_links());
   const paro::algorithms::CostShape& shape = comm.shape(Scope::global);
   const int n = comm.size();
   for (Collective coll : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce})
     for (Algorithm algo : {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc}) {
-      auto run = [&](std::size_t full_bytes) {
+      auto& points = m.corrections[{coll, algo}];
+      for (std::size_t full_bytes = std::size_t{1} << 12; full_bytes <= (std::size_t{1} << 24); full_bytes *= 16) {
         const std::size_t count = coll == Collective::all_reduce ? full_bytes / 4 : full_bytes / 4 / static_cast<std::size_t>(n);
         const paro::testing::Shape sh = paro::testing::shape_of(coll, count, n, comm.rank());
         std::vector<float> in(sh.in), out(sh.out);
         double runs[3];
         for (double& t : runs)
-          t = timed(3, [&] {
+          t = timed(2, [&] {
             paro::testing::call(comm, coll, in.data(), out.data(), count, DataType::f32, ReduceOp::sum, {algo});
           });
-        std::sort(runs, runs + 3);
-        const double measured = runs[1];  // the median, against the noise of a shared machine
-        return std::make_pair(measured, formulas.formula(algo, coll, count * 4 * (coll == Collective::all_reduce ? 1 : n), shape).time_us);
-      };
-      const auto [t_small, f_small] = run(std::size_t{1} << 12);
-      const auto [t_large, f_large] = run(std::size_t{1} << 22);
-      paro::algorithms::LinkModel::Correction k;
-      k.scale = std::clamp(f_large > f_small ? (t_large - t_small) / (f_large - f_small) : 1.0, 0.8, 1.25);
-      k.base_us = t_small - k.scale * f_small;
-      m.corrections[{coll, algo}] = k;
+        std::sort(runs, runs + 3);  // the median, against the noise of a shared machine
+        const double bytes = static_cast<double>(count * 4 * (coll == Collective::all_reduce ? 1 : n));
+        points.emplace_back(bytes, runs[1] / std::max(1e-3, formulas.formula(algo, coll, static_cast<std::size_t>(bytes), shape).time_us));
+      }
     }
   m.source = "paro-bench --calibrate";
   if (comm.rank() != 0) return;

@@ -113,14 +113,19 @@ TEST(Links, PresetsAndTheirErrors) {
 TEST(Links, CostFileRoundTripAndErrors) {
   LinkModel m = slow_nic(paro::NicModel::shared);
   m.step_us = 12;
-  m.corrections[{Collective::all_reduce, Algorithm::paro_cc}] = {80, 1.25};
+  m.corrections[{Collective::all_reduce, Algorithm::paro_cc}] = {{4096, 3}, {1048576, 1.5}};
   const LinkModel back = paro::algorithms::parse_cost_file(paro::algorithms::to_json(m), "x.json");
   EXPECT_EQ(back.inter.gbps, 2);
   EXPECT_EQ(back.nic, paro::NicModel::shared);
   EXPECT_EQ(back.step_us, 12);
-  EXPECT_EQ(back.correction(Collective::all_reduce, Algorithm::paro_cc).base_us, 80);
-  EXPECT_EQ(back.correction(Collective::all_reduce, Algorithm::paro_cc).scale, 1.25);
-  EXPECT_EQ(back.correction(Collective::all_gather, Algorithm::ring).scale, 1);
+  EXPECT_EQ(back.correction(Collective::all_reduce, Algorithm::paro_cc, 1024), 3) << "below: the nearest";
+  EXPECT_NEAR(back.correction(Collective::all_reduce, Algorithm::paro_cc, 65536), 2.25, 1e-9) << "halfway in log(size)";
+  EXPECT_EQ(back.correction(Collective::all_reduce, Algorithm::paro_cc, 1 << 30), 1.5);
+  EXPECT_EQ(back.correction(Collective::all_gather, Algorithm::ring, 65536), 1) << "uncalibrated";
+  const CostModel model(back, back);
+  EXPECT_NEAR(model.predict(Algorithm::paro_cc, Collective::all_reduce, 65536, two_by_four()).time_us /
+                  model.formula(Algorithm::paro_cc, Collective::all_reduce, 65536, two_by_four()).time_us,
+              2.25, 1e-9);
   auto error_of = [](const std::string& text) {
     try {
       paro::algorithms::parse_cost_file(text, "c.json");
@@ -132,7 +137,8 @@ TEST(Links, CostFileRoundTripAndErrors) {
   EXPECT_CONTAINS(error_of("{\"speed\": 1}"), "PARO_COST_FILE 'c.json': speed: unknown field; allowed: intra inter nic");
   EXPECT_CONTAINS(error_of("{\"nic\": \"both\"}"), "nic: nic='both' is not one of: shared per_rank");
   EXPECT_CONTAINS(error_of("{\"intra\": {\"gbps\": -1}}"), "intra.gbps: expected a non-negative number");
-  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"fast\": {}}}}"), "corrections.all_reduce.fast: unknown algorithm");
+  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"fast\": []}}}"), "corrections.all_reduce.fast: unknown algorithm");
+  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[0, 1]]}}}"), "every point must be [bytes, ratio]");
   EXPECT_CONTAINS(error_of("{"), "syntax");
 }
 

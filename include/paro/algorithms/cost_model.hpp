@@ -33,18 +33,24 @@ struct LinkModel {
   double lane_us = 20;         // starting the lanes of one overlapped call
   double reduce_gbps = 400;    // local reduction throughput (bytes of one operand)
   double copy_gbps = 800;      // local copies
-  // Measured corrections per (collective, algorithm): time = base_us + scale * formula. Calibration fits
-  // them, as NCCL's tuner carries a base latency per algorithm: what the formulas leave out (waking
-  // lanes, scheduling, caches) is mostly a per-call cost.
-  struct Correction {
-    double base_us = 0, scale = 1;
-  };
+  // Measured corrections per (collective, algorithm): at calibrated sizes, measured time over the
+  // formula's; between them interpolated in log(size), beyond them the nearest. What the formulas leave
+  // out (waking lanes, scheduling, caches) depends on the size, as NCCL's tuner carries a base latency
+  // and a bandwidth efficiency per algorithm.
+  using Correction = std::vector<std::pair<double, double>>;  // (full-buffer bytes, ratio), by bytes
   std::map<std::pair<Collective, Algorithm>, Correction> corrections;
   std::string source = "default preset";
 
-  Correction correction(Collective c, Algorithm a) const {
+  double correction(Collective c, Algorithm a, double bytes) const {
     auto it = corrections.find({c, a});
-    return it == corrections.end() ? Correction{} : it->second;
+    if (it == corrections.end() || it->second.empty()) return 1;
+    const Correction& k = it->second;
+    if (bytes <= k.front().first) return k.front().second;
+    if (bytes >= k.back().first) return k.back().second;
+    std::size_t i = 1;
+    while (k[i].first < bytes) ++i;
+    const double f = std::log(bytes / k[i - 1].first) / std::log(k[i].first / k[i - 1].first);
+    return k[i - 1].second + f * (k[i].second - k[i - 1].second);
   }
 };
 
@@ -126,8 +132,7 @@ class CostModel {
   // full_bytes: the full buffer (n blocks for all-gather and reduce-scatter).
   Prediction predict(Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) const {
     Prediction p = formula(a, c, full_bytes, s);
-    const LinkModel::Correction k = l_.correction(c, a);
-    p.time_us = std::max(0.0, k.base_us + k.scale * p.time_us);
+    p.time_us *= l_.correction(c, a, static_cast<double>(full_bytes));
     return p;
   }
 

@@ -9,8 +9,9 @@
 //
 //   {"intra": {"gbps": 20, "latency_us": 1}, "inter": {"gbps": 2, "latency_us": 10}, "nic": "shared",
 //    "step_us": 12, "lane_us": 40, "reduce_gbps": 30, "copy_gbps": 60,
-//    "corrections": {"all_reduce": {"ring": {"base_us": 80, "scale": 1.1}, ...}, ...}}      (a cost file)
+//    "corrections": {"all_reduce": {"ring": [[4096, 1.6], [1048576, 1.1]], ...}, ...}}      (a cost file)
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -32,9 +33,11 @@ inline std::string to_json(const LinkModel& m) {
   for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
     std::string per_algo;
     for (const auto& [key, k] : m.corrections)
-      if (key.first == c)
-        per_algo += detail::concat(per_algo.empty() ? "" : ", ", "\"", name_of(key.second), "\": {\"base_us\": ", k.base_us,
-                                   ", \"scale\": ", k.scale, "}");
+      if (key.first == c) {
+        std::string points;
+        for (auto [bytes, ratio] : k) points += detail::concat(points.empty() ? "" : ", ", "[", static_cast<long long>(bytes), ", ", ratio, "]");
+        per_algo += detail::concat(per_algo.empty() ? "" : ", ", "\"", name_of(key.second), "\": [", points, "]");
+      }
     if (!per_algo.empty())
       corrections += detail::concat(corrections.empty() ? "" : ", ", "\"", name_of(c), "\": {", per_algo, "}");
   }
@@ -80,7 +83,8 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
         fail("nic", e.what() + 6);
       }
     } else if (key == "corrections") {
-      if (!value.is_object()) fail("corrections", "expected {collective: {algorithm: {base_us, scale}}}");
+      const char* form = "expected {collective: {algorithm: [[bytes, measured/formula], ...]}}";
+      if (!value.is_object()) fail("corrections", form);
       for (auto& [coll, algos] : value.items()) {
         Collective c{};
         try {
@@ -88,8 +92,8 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
         } catch (const Error& e) {
           fail("corrections." + coll, e.what() + 6);
         }
-        if (!algos.is_object()) fail("corrections." + coll, "expected {algorithm: {base_us, scale}}");
-        for (auto& [algo, k] : algos.items()) {
+        if (!algos.is_object()) fail("corrections." + coll, form);
+        for (auto& [algo, points] : algos.items()) {
           const std::string where = "corrections." + coll + "." + algo;
           Algorithm a{};
           try {
@@ -97,16 +101,16 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
           } catch (const Error& e) {
             fail(where, e.what() + 6);
           }
-          if (!k.is_object()) fail(where, "expected {\"base_us\": .., \"scale\": ..}");
-          LinkModel::Correction corr;
-          for (auto& [field, v] : k.items()) {
-            if (field != "base_us" && field != "scale") fail(where + "." + field, "unknown field; allowed: base_us scale");
-            if (!v.is_number()) fail(where + "." + field, "expected a number");
+          if (!points.is_array()) fail(where, form);
+          LinkModel::Correction k;
+          for (const json& point : points) {
+            if (!point.is_array() || point.size() != 2 || !point[0].is_number() || !point[1].is_number() ||
+                point[0].get<double>() <= 0 || point[1].get<double>() <= 0)
+              fail(where, "every point must be [bytes, ratio] with both positive");
+            k.emplace_back(point[0].get<double>(), point[1].get<double>());
           }
-          if (k.contains("base_us")) corr.base_us = k["base_us"].get<double>();
-          if (k.contains("scale")) corr.scale = k["scale"].get<double>();
-          if (!(corr.scale > 0)) fail(where + ".scale", "must be positive");
-          m.corrections[{c, a}] = corr;
+          std::sort(k.begin(), k.end());
+          m.corrections[{c, a}] = k;
         }
       }
     } else if (key == "step_us" || key == "lane_us" || key == "reduce_gbps" || key == "copy_gbps") {
