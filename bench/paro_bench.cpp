@@ -434,22 +434,22 @@ template <class Transport>
 void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
   using paro::Scope;
   paro::algorithms::LinkModel m = comm.cost_model().links();
-  auto max_over_ranks = [&](double v) {
-    comm.all_reduce(&v, &v, 1, ReduceOp::max, {Algorithm::tree});
-    return v;
+  auto mean_over_ranks = [&](double v) {  // as the tables report time (nccl-tests' convention)
+    comm.all_reduce(&v, &v, 1, ReduceOp::sum, {Algorithm::tree});
+    return v / comm.size();
   };
   auto barrier = [&] {
     std::int32_t token = 0;
     comm.all_reduce(&token, &token, 1, ReduceOp::sum, {Algorithm::tree});
   };
-  // Time per run of fn back to back, as the slowest rank saw it (us): in steady state, so that ranks
-  // leaving the barrier at different moments do not hide a shared link's queue.
+  // Time per run of fn back to back, averaged over ranks (us): in steady state, so that ranks leaving the
+  // barrier at different moments do not hide a shared link's queue.
   auto timed = [&](int repeats, auto&& fn) {
     fn();  // warm-up
     barrier();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < repeats; ++i) fn();
-    return max_over_ranks(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()) /
+    return mean_over_ranks(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()) /
            repeats;
   };
   // One step of a ring all-gather of `block` bytes per rank in scope s: {latency us, us per byte}.
@@ -485,22 +485,25 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
   m.lane_us = timed(3, [&] {
                 for (int i = 0; i < lane_calls; ++i) paro::algorithms::run_lanes(true, {}, [] {}, [] {});
               }) / lane_calls;
-  // Per collective and algorithm, measured time over the formulas' at sizes from 4 KiB to 16 MiB.
+  // The fitted links decide pipeline chunks from here on, as they will where the cost file is used.
+  comm.set_cost_model(paro::algorithms::CostModel(m, comm.cost_model().bound_links()));
+  // Per collective and algorithm, measured time over the formulas' at every 4x from 1 KiB to 16 MiB. Small
+  // calls are repeated for about 20 ms (the same count on every rank), so that they are not one
+  // scheduler tick's noise.
   paro::algorithms::CostModel formulas(m, comm.cost_model().bound_links());
   const paro::algorithms::CostShape& shape = comm.shape(Scope::global);
   const int n = comm.size();
   for (Collective coll : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce})
     for (Algorithm algo : {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc}) {
       auto& points = m.corrections[{coll, algo}];
-      for (std::size_t full_bytes = std::size_t{1} << 12; full_bytes <= (std::size_t{1} << 24); full_bytes *= 16) {
+      for (std::size_t full_bytes = std::size_t{1} << 10; full_bytes <= (std::size_t{1} << 24); full_bytes *= 4) {
         const std::size_t count = coll == Collective::all_reduce ? full_bytes / 4 : full_bytes / 4 / static_cast<std::size_t>(n);
         const paro::testing::Shape sh = paro::testing::shape_of(coll, count, n, comm.rank());
         std::vector<float> in(sh.in), out(sh.out);
+        auto call = [&] { paro::testing::call(comm, coll, in.data(), out.data(), count, DataType::f32, ReduceOp::sum, {algo}); };
+        const int repeats = static_cast<int>(std::clamp(20e3 / std::max(1.0, timed(1, call)), 2.0, 200.0));
         double runs[3];
-        for (double& t : runs)
-          t = timed(2, [&] {
-            paro::testing::call(comm, coll, in.data(), out.data(), count, DataType::f32, ReduceOp::sum, {algo});
-          });
+        for (double& t : runs) t = timed(repeats, call);
         std::sort(runs, runs + 3);  // the median, against the noise of a shared machine
         const double bytes = static_cast<double>(count * 4 * (coll == Collective::all_reduce ? 1 : n));
         points.emplace_back(bytes, runs[1] / std::max(1e-3, formulas.formula(algo, coll, static_cast<std::size_t>(bytes), shape).time_us));

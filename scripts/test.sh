@@ -41,10 +41,10 @@ sanitizer_build() {  # sanitizer_build DIR KIND OPTIMISATION
     -DPARO_BUILD_BENCH=OFF -DPARO_BUILD_EXAMPLES=OFF -DPARO_WITH_MPI=OFF >/dev/null &&
     cmake --build "$1" -j "$jobs" --target paro-tests-core paro-tests-threads
 }
-# The multi-MiB cases (Sizes/*) add minutes under sanitizers and no new interleavings: the tiny-chunk
-# pipeline test covers the same code paths.
+# The multi-MiB cases (Sizes/*, HierarchicalLarge.*) add minutes under sanitizers and no new
+# interleavings: the tiny-chunk and small-count tests cover the same code paths.
 sanitized_tests() {  # sanitized_tests DIR
-  "$1/bin/paro-tests-core" --gtest_brief=1 && PARO_TIMEOUT=600 "$1/bin/paro-tests-threads" --gtest_brief=1 --gtest_filter='-Sizes/*'
+  "$1/bin/paro-tests-core" --gtest_brief=1 && PARO_TIMEOUT=600 "$1/bin/paro-tests-threads" --gtest_brief=1 --gtest_filter='-Sizes/*:HierarchicalLarge.*'
 }
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1

@@ -105,8 +105,14 @@ TEST_P(MpiHierarchical, EveryCollectiveIsExact) {
   EXPECT_TRUE(comm.transport().concurrent_use()) << "paro::mpi::Environment asks for MPI_THREAD_MULTIPLE";
   std::vector<std::string> failures;
   for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
-    for (auto algo : {Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc})
+    for (auto algo : {Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc}) {
       for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 100}, GetParam())) failures.push_back(f);
+      for (bool in_place : {false, true}) {  // a MiB per rank: pipeline pieces and chunks
+        auto f = paro::testing::run_case(comm, {coll, algo, paro::DataType::f32, paro::ReduceOp::sum, (1u << 18) + 3,
+                                                in_place, GetParam()});
+        if (!f.empty()) failures.push_back(f);
+      }
+    }
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 

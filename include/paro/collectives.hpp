@@ -139,6 +139,9 @@ class Communicator {
   // The cost model's view: predicted time of an algorithm (native is not modelled: 0), the lower bound,
   // and the shape of a scope (how the hierarchical algorithms cut it).
   const algorithms::CostModel& cost_model() const { return cost_; }
+  // Replaces the model (e.g. with one measured at run time); every rank must set the same one, since the
+  // model decides algorithms and pipeline chunks that the ranks must agree on.
+  void set_cost_model(algorithms::CostModel model) { cost_ = std::move(model); }
   const algorithms::CostShape& shape(Scope s) const { return shapes_[index(s)]; }
   double predict_us(Algorithm a, Collective c, std::size_t full_bytes, Scope s = Scope::global) const {
     return cost_.predict(a, c, full_bytes, shape(s)).time_us;
