@@ -101,9 +101,9 @@ class Communicator {
     for (Level l : topology_.known_levels) levels_.emplace(l, t_.split(topology_.ordinals(l)[me], rank()));
     cost_ = algorithms::CostModel(algorithms::link_model_for(topology_), algorithms::link_model_for(topology_, false));
     for (Scope s : {Scope::global, Scope::intra, Scope::inter}) {
-      members_[index(s)] = scope_members(s);
-      partitions_[index(s)] = scope_partitions(members_[index(s)]);
-      shapes_[index(s)] = cost_shape(members_[index(s)], partitions_[index(s)]);
+      const std::vector<int> members = scope_members(s);
+      partitions_[index(s)] = scope_partitions(members);
+      shapes_[index(s)] = cost_shape(members, partitions_[index(s)]);
     }
     if (groups_.uneven())
       log::info(rank(), "grouping by ", grouping_.describe(), ": groups of different sizes (", groups_.members.front().size(),
@@ -128,12 +128,7 @@ class Communicator {
   // The algorithm a verb would run: an explicit request, else PARO_ALGO, else the automatic choice.
   Algorithm resolve(Collective c, std::size_t full_bytes, Algorithm requested = Algorithm::automatic,
                     Scope scope = Scope::global) const {
-    Algorithm a = requested != Algorithm::automatic ? requested : overrides_[c];
-    if (a == Algorithm::automatic) a = cost_.choose(c, full_bytes, shape(scope));
-    detail::require(a != Algorithm::native || Transport::has_native_collectives, name_of(c),
-                    ": algorithm native is not available on the ", Transport::name,
-                    " backend; allowed here: automatic ring tree mics_hcs paro_seq paro_cc");
-    return a;
+    return plan(c, full_bytes, requested, scope).algorithm;
   }
 
   // The cost model's view: predicted time of an algorithm (native is not modelled: 0), the lower bound,
@@ -157,7 +152,8 @@ class Communicator {
     const std::size_t bytes = checked_bytes(what, count, dt, 1);
     validate_buffers(what, send, bytes, recv, bytes);
     require_in_place_or_disjoint(what, send, bytes, recv, bytes, recv);
-    const Algorithm a = resolve(Collective::all_reduce, bytes, o.algorithm, o.scope);
+    const Plan chosen = plan(Collective::all_reduce, bytes, o.algorithm, o.scope);
+    const Algorithm a = chosen.algorithm;
     check_agreement(t, Collective::all_reduce, o.scope, a, count, dt, op);
     if (count == 0) return;
     log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt), " ",
@@ -172,7 +168,7 @@ class Communicator {
       case Algorithm::paro_seq:
       case Algorithm::paro_cc:
         return algorithms::paro_all_reduce(hierarchy(o.scope), in, out, count, dt, op,
-                                           hierarchical(a, Collective::all_reduce, bytes, o.scope));
+                                           hierarchical(chosen));
       case Algorithm::automatic: break;
     }
   }
@@ -186,7 +182,8 @@ class Communicator {
     validate_buffers(what, send, block, recv, bytes);
     char* mine = static_cast<char*>(recv) + static_cast<std::size_t>(t.rank()) * block;
     require_in_place_or_disjoint(what, send, block, recv, bytes, mine);
-    const Algorithm a = resolve(Collective::all_gather, bytes, o.algorithm, o.scope);
+    const Plan chosen = plan(Collective::all_gather, bytes, o.algorithm, o.scope);
+    const Algorithm a = chosen.algorithm;
     check_agreement(t, Collective::all_gather, o.scope, a, count, dt, ReduceOp::sum);
     if (count == 0) return;
     log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt),
@@ -204,7 +201,7 @@ class Communicator {
       case Algorithm::paro_seq:
       case Algorithm::paro_cc:
         return algorithms::paro_all_gather(hierarchy(o.scope), out, algorithms::BlockList::from(layout), dt,
-                                           hierarchical(a, Collective::all_gather, bytes, o.scope));
+                                           hierarchical(chosen));
       case Algorithm::native:
       case Algorithm::automatic: break;
     }
@@ -219,7 +216,8 @@ class Communicator {
     validate_buffers(what, send, bytes, recv, block);
     const char* mine = static_cast<const char*>(send) + static_cast<std::size_t>(t.rank()) * block;
     require_in_place_or_disjoint(what, recv, block, send, bytes, mine);
-    const Algorithm a = resolve(Collective::reduce_scatter, bytes, o.algorithm, o.scope);
+    const Plan chosen = plan(Collective::reduce_scatter, bytes, o.algorithm, o.scope);
+    const Algorithm a = chosen.algorithm;
     check_agreement(t, Collective::reduce_scatter, o.scope, a, count, dt, op);
     if (count == 0) return;
     log::info(rank(), what, " ", name_of(o.scope), " ", name_of(a), " count=", count, " ", name_of(dt), " ",
@@ -243,7 +241,7 @@ class Communicator {
           algorithms::mics_reduce_scatter(hierarchy(o.scope), in, blocks, out, dt, partial_op, ring_);
         else
           algorithms::paro_reduce_scatter(hierarchy(o.scope), in, blocks, out, dt, partial_op,
-                                          hierarchical(a, Collective::reduce_scatter, bytes, o.scope));
+                                          hierarchical(chosen));
         if (op == ReduceOp::avg) t.divide(out, count, dt, t.size());
         return;
       }
@@ -277,9 +275,8 @@ class Communicator {
   Transport intra_, inter_;
   std::map<Level, Transport> levels_;
   algorithms::CostModel cost_;
-  // Per scope: its members (world ranks, in the scope's rank order), the levels the hierarchical
-  // algorithms cut it by, the cost model's view of it, and the hierarchy (built at its first use).
-  std::array<std::vector<int>, 3> members_;
+  // Per scope: the levels the hierarchical algorithms cut it by, the cost model's view of it, and the
+  // hierarchy (built at its first use).
   std::array<std::vector<std::vector<int>>, 3> partitions_;
   std::array<algorithms::CostShape, 3> shapes_;
   std::array<std::unique_ptr<algorithms::Hierarchy<Transport>>, 3> hierarchies_;
@@ -351,12 +348,34 @@ class Communicator {
     return *h;
   }
 
-  algorithms::HierarchicalParams hierarchical(Algorithm a, Collective c, std::size_t bytes, Scope s) const {
+  // What a call runs: the algorithm (an explicit request, else PARO_ALGO, else the model's fastest) and,
+  // for paro_cc, its pipeline chunk; predicted once per call.
+  struct Plan {
+    Algorithm algorithm;
+    std::size_t pipeline_chunk_bytes = 0;
+  };
+
+  Plan plan(Collective c, std::size_t full_bytes, Algorithm requested, Scope scope) const {
+    Plan p{requested != Algorithm::automatic ? requested : overrides_[c]};
+    if (p.algorithm == Algorithm::automatic) {
+      const auto best = cost_.best(c, full_bytes, shape(scope));
+      p = {best.algorithm, best.prediction.pipeline_chunk_bytes};
+    } else if (p.algorithm == Algorithm::paro_cc) {
+      p.pipeline_chunk_bytes = cost_.predict(p.algorithm, c, full_bytes, shape(scope)).pipeline_chunk_bytes;
+    }
+    detail::require(p.algorithm != Algorithm::native || Transport::has_native_collectives, name_of(c),
+                    ": algorithm native is not available on the ", Transport::name,
+                    " backend; allowed here: automatic ring tree mics_hcs paro_seq paro_cc");
+    if (pipeline_chunk_) p.pipeline_chunk_bytes = pipeline_chunk_;
+    return p;
+  }
+
+  algorithms::HierarchicalParams hierarchical(const Plan& plan) const {
     algorithms::HierarchicalParams p;
     p.ring = ring_;
-    p.overlap = a == Algorithm::paro_cc;
+    p.overlap = plan.algorithm == Algorithm::paro_cc;
     p.concurrent = t_.concurrent_use();
-    p.pipeline_chunk_bytes = pipeline_chunk_ ? pipeline_chunk_ : cost_.predict(a, c, bytes, shape(s)).pipeline_chunk_bytes;
+    p.pipeline_chunk_bytes = plan.pipeline_chunk_bytes;
     return p;
   }
 

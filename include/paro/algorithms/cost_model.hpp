@@ -108,11 +108,13 @@ struct CostShape {
   int ranks_per_node = 1;          // the scope's members on the fullest node
   double nic_flows = 1;            // flows through one NIC when every member sends across nodes at once
   double ring_nic_flows = 0;       // flows through one NIC in a flat ring step (0: the ring stays in a node)
-  int leaf() const {
+  // Members of one unit at `level` (level 0: the whole scope; units.size(): the innermost unit).
+  int members_below(std::size_t level) const {
     int r = ranks;
-    for (int u : units) r /= std::max(u, 1);
+    for (std::size_t k = 0; k < level; ++k) r /= std::max(units[k], 1);
     return r;
   }
+  int leaf() const { return members_below(units.size()); }
   bool hierarchical() const { return !units.empty() && even; }
 };
 
@@ -163,19 +165,24 @@ class CostModel {
     return {0, 0};
   }
 
-  // The fastest predicted algorithm among those the backend offers (native is never predicted).
-  Algorithm choose(Collective c, std::size_t full_bytes, const CostShape& s) const {
-    Algorithm best = Algorithm::ring;
-    double best_time = predict(best, c, full_bytes, s).time_us;
+  struct Choice {
+    Algorithm algorithm;
+    Prediction prediction;
+  };
+
+  // The fastest predicted algorithm among those the backend offers (native is never predicted), with its
+  // prediction (the pipeline chunk to run it with).
+  Choice best(Collective c, std::size_t full_bytes, const CostShape& s) const {
+    Choice best{Algorithm::ring, predict(Algorithm::ring, c, full_bytes, s)};
     for (Algorithm a : {Algorithm::tree, Algorithm::paro_cc, Algorithm::paro_seq, Algorithm::mics_hcs}) {
       if (a != Algorithm::tree && !s.hierarchical()) continue;
-      const double t = predict(a, c, full_bytes, s).time_us;
-      if (t < best_time * (1 - 1e-9)) {
-        best = a;
-        best_time = t;
-      }
+      const Prediction p = predict(a, c, full_bytes, s);
+      if (p.time_us < best.prediction.time_us * (1 - 1e-9)) best = {a, p};
     }
     return best;
+  }
+  Algorithm choose(Collective c, std::size_t full_bytes, const CostShape& s) const {
+    return best(c, full_bytes, s).algorithm;
   }
 
   // No algorithm beats this: the bytes that must cross a node's NICs and each rank's intra links, traded
@@ -252,11 +259,6 @@ class CostModel {
     return 0;
   }
 
-  int members_below(const CostShape& s, std::size_t level) const {
-    int r = s.ranks;
-    for (std::size_t k = 0; k < level; ++k) r /= s.units[k];
-    return r;
-  }
   Hop rail_hop(const CostShape& s, std::size_t level) const { return hop(s.rail_inter[level], s.nic_flows); }
   Hop leaf_hop(const CostShape& s) const { return hop(s.leaf_inter, s.nic_flows); }
 
@@ -267,7 +269,7 @@ class CostModel {
     const Hop rail = rail_hop(s, level);
     const double step = rail.alpha + block * rail.beta;
     const double shard = gather(s, level + 1, block, overlap);
-    if (!overlap) return (g - 1) * step + g * shard + 2 * barrier_us(members_below(s, level));
+    if (!overlap) return (g - 1) * step + g * shard + 2 * barrier_us(s.members_below(level));
     double t = shard;  // my own unit's shard first, then each as the rail delivers it
     for (int k = 1; k < g; ++k) t = std::max(k * step, t) + shard;
     return t + l_.lane_us;
@@ -279,7 +281,7 @@ class CostModel {
     const Hop rail = rail_hop(s, level);
     const double step = rail.alpha + block * rail.beta + reduce_us(block);
     const double shard = scatter(s, level + 1, block, overlap);
-    if (!overlap) return g * shard + (g - 1) * step + 2 * barrier_us(members_below(s, level));
+    if (!overlap) return g * shard + (g - 1) * step + 2 * barrier_us(s.members_below(level));
     double t = shard;  // ring step k needs shard k+1
     for (int k = 1; k < g; ++k) t = std::max(t, (k + 1) * shard) + step;
     return t + l_.lane_us;

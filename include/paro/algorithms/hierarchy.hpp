@@ -13,6 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "paro/algorithms/layout.hpp"
+#include "paro/core/log.hpp"
+
 namespace paro::algorithms {
 
 // Partitions given as a unit label per member: relabelled 0, 1, ... in order of first appearance.
@@ -77,8 +80,6 @@ struct Hierarchy {
   int member(int u, int index) const {
     return units[static_cast<std::size_t>(u)][static_cast<std::size_t>(index)];
   }
-  // Levels below and including this one (1 when flat).
-  int depth() const { return flat() ? 1 : 1 + unit->depth(); }
 
   // Collective over comm. partitions: from nested_partitions, for comm's members in rank order.
   static std::unique_ptr<Hierarchy> build(T comm, const std::vector<std::vector<int>>& partitions, bool with_copy) {
@@ -108,5 +109,50 @@ struct Hierarchy {
     return h;
   }
 };
+
+// Helpers the hierarchical algorithms (paro_cc.hpp, mics_hcs.hpp) share.
+namespace hierarchical_detail {
+
+// The blocks of unit u's members, as laid out in the caller's buffer.
+template <class T>
+BlockList unit_blocks(const Hierarchy<T>& h, const BlockList& blocks, int u) {
+  BlockList list;
+  for (int r : h.units[static_cast<std::size_t>(u)]) list.add(blocks.offset(r), blocks.count(r));
+  return list;
+}
+
+// My rail's blocks (i', j) for every unit i', as laid out in the caller's buffer.
+template <class T>
+BlockList rail_blocks(const Hierarchy<T>& h, const BlockList& blocks) {
+  BlockList list;
+  for (int u = 0; u < h.unit_count(); ++u) {
+    const int r = h.member(u, h.my_index);
+    list.add(blocks.offset(r), blocks.count(r));
+  }
+  return list;
+}
+
+// The same blocks packed one after the other (a scratch buffer in rail order).
+inline BlockList packed(const BlockList& blocks) {
+  BlockList list;
+  std::size_t at = 0;
+  for (int b = 0; b < blocks.blocks(); ++b) {
+    list.add(at, blocks.count(b));
+    at += blocks.count(b);
+  }
+  return list;
+}
+
+// True where this level runs the flat ring: a flat scope, or units of different sizes (logged).
+template <class T>
+bool flat_path(const Hierarchy<T>& h, const char* what) {
+  if (h.flat()) return true;
+  if (h.even()) return false;
+  log::info(h.comm.rank(), what, ": units of different sizes at this level; the flat ring runs here (correct, ",
+            "without the hierarchical saving)");
+  return true;
+}
+
+}  // namespace hierarchical_detail
 
 }  // namespace paro::algorithms

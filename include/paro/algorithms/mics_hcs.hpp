@@ -8,7 +8,10 @@
 #include <cstddef>
 #include <vector>
 
-#include "paro/algorithms/paro_cc.hpp"
+#include "paro/algorithms/hierarchy.hpp"
+#include "paro/algorithms/ring.hpp"
+#include "paro/core/dtype.hpp"
+#include "paro/core/reduce_op.hpp"
 
 namespace paro::algorithms {
 

@@ -38,36 +38,6 @@ struct HierarchicalParams {
 
 namespace hierarchical_detail {
 
-// The blocks of unit u's members, as laid out in the caller's buffer.
-template <class T>
-BlockList unit_blocks(const Hierarchy<T>& h, const BlockList& blocks, int u) {
-  BlockList list;
-  for (int r : h.units[static_cast<std::size_t>(u)]) list.add(blocks.offset(r), blocks.count(r));
-  return list;
-}
-
-// My rail's blocks (i', j) for every unit i', as laid out in the caller's buffer.
-template <class T>
-BlockList rail_blocks(const Hierarchy<T>& h, const BlockList& blocks) {
-  BlockList list;
-  for (int u = 0; u < h.unit_count(); ++u) {
-    const int r = h.member(u, h.my_index);
-    list.add(blocks.offset(r), blocks.count(r));
-  }
-  return list;
-}
-
-// The same blocks packed one after the other (a scratch buffer in rail order).
-inline BlockList packed(const BlockList& blocks) {
-  BlockList list;
-  std::size_t at = 0;
-  for (int b = 0; b < blocks.blocks(); ++b) {
-    list.add(at, blocks.count(b));
-    at += blocks.count(b);
-  }
-  return list;
-}
-
 inline int before(int u, int k, int g) { return ((u - k) % g + g) % g; }
 
 // Piece k of `pieces` of every block: the all-gather and reduce-scatter pipeline cuts every block alike,
@@ -93,15 +63,6 @@ inline std::size_t piece_count(std::size_t elements, std::size_t element_size, s
 inline HierarchicalParams inner(HierarchicalParams p) {
   p.pipeline_chunk_bytes = 0;
   return p;
-}
-
-template <class T>
-bool flat_path(const Hierarchy<T>& h, const char* what) {
-  if (h.flat()) return true;
-  if (h.even()) return false;
-  log::info(h.comm.rank(), what, ": units of different sizes at this level; the flat ring runs here (correct, ",
-            "without the hierarchical saving)");
-  return true;
 }
 
 }  // namespace hierarchical_detail
