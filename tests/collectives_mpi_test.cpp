@@ -10,6 +10,9 @@
 #include "paro/testing/collective_check.hpp"
 #include "paro/transport/mpi.hpp"
 #include "paro/transport/paced.hpp"
+#ifdef PARO_HAVE_COMPRESSION
+#include "paro/testing/separate_check.hpp"
+#endif
 
 namespace {
 
@@ -132,6 +135,22 @@ TEST(MpiPaced, SharedLinksAcrossProcesses) {
       for (auto& f : paro::testing::run_matrix(comm, coll, algo, {1, 1000})) failures.push_back(f);
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
+
+#ifdef PARO_HAVE_COMPRESSION
+// SEPARATE over processes: the flat, hierarchical and native all-reduces and a sharded reduce-scatter.
+TEST(MpiSeparate, MatchesTheTranscription) {
+  paro::CommunicatorConfig config;
+  config.discovery.emulate = emulated_cluster(world().size());
+  config.group.allow_uneven = true;
+  MpiComm comm(paro::mpi::Transport::world(), config);
+  std::vector<std::string> failures;
+  for (auto algo : {Algorithm::ring, Algorithm::paro_cc, Algorithm::native})
+    for (bool sharded : {false, true})
+      for (auto& f : paro::testing::check_separate(comm, {algo, paro::Scope::global, paro::DataType::f32, sharded}))
+        failures.push_back(f);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+#endif
 
 // Without Slurm variables, mpirun's ranks share one machine: MPI_COMM_TYPE_SHARED names the node and
 // Open MPI's local ranks order it. Under tests/slurm_env.sh: 4 nodes, 2 leaf switches, one pod.

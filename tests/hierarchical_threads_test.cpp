@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <string>
 #include <tuple>
 
@@ -17,36 +16,16 @@ namespace {
 using paro::Algorithm;
 using paro::Collective;
 using paro::Scope;
-using paro::topology::EmulationSpec;
-using paro::GroupSpec;
 
 constexpr Algorithm hierarchical_algorithms[] = {Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc};
 constexpr Collective all_collectives[] = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter};
-
-// Runs body(comm) on the ranks of an emulated cluster and gathers the failures.
-template <class Body>
-std::vector<std::string> on_cluster(const std::string& emulate, const std::string& group, Body body) {
-  const int ranks = EmulationSpec::parse(emulate).rank_count().value();
-  std::vector<std::string> failures;
-  std::mutex m;
-  paro::threads::run(ranks, [&](paro::threads::Transport t) {
-    paro::CommunicatorConfig config;
-    config.discovery.emulate = emulate;
-    config.group = GroupSpec::parse(group, true);
-    paro::Communicator comm(std::move(t), config);
-    std::vector<std::string> mine = body(comm);
-    std::lock_guard<std::mutex> lock(m);
-    failures.insert(failures.end(), mine.begin(), mine.end());
-  });
-  return failures;
-}
 
 using ClusterParam = std::tuple<const char*, const char*, Scope>;  // emulation, grouping, scope
 class HierarchicalExact : public ::testing::TestWithParam<ClusterParam> {};
 
 TEST_P(HierarchicalExact, EveryTypeOpAndShape) {
   auto [emulate, group, scope] = GetParam();
-  auto failures = on_cluster(emulate, group, [&, scope = scope](auto& comm) {
+  auto failures = paro::testing::on_cluster(emulate, group, [&, scope = scope](auto& comm) {
     std::vector<std::string> f;
     for (Collective coll : all_collectives)
       for (Algorithm algo : hierarchical_algorithms)
@@ -78,7 +57,7 @@ TEST_P(HierarchicalRankCounts, GlobalScope) {
     ranks += (ranks.empty() ? "" : ":") + std::to_string(std::min(per_node, left));
   const int nodes = (n + per_node - 1) / per_node;
   const std::string emulate = "nodes=" + std::to_string(nodes) + ",ranks=" + ranks;
-  auto failures = on_cluster(emulate, "node", [](auto& comm) {
+  auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
     std::vector<std::string> f;
     for (Collective coll : all_collectives)
       for (Algorithm algo : hierarchical_algorithms)
@@ -95,7 +74,7 @@ TEST(HierarchicalLarge, PipelinedChunks) {
   setenv("PARO_CC_CHUNK", "300K", 1);
   setenv("PARO_RING_CHUNK", "64K", 1);
   for (const char* emulate : {"nodes=2,ranks=4", "switches=2,nodes=2,ranks=2", "nodes=3,ranks=2,order=cyclic"}) {
-    auto failures = on_cluster(emulate, "node", [](auto& comm) {
+    auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
       std::vector<std::string> f;
       for (Collective coll : all_collectives)
         for (Algorithm algo : hierarchical_algorithms) {

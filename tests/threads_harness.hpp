@@ -1,5 +1,6 @@
 #pragma once
-// Runs a per-rank body on n thread ranks and gathers every rank's failure descriptions.
+// Runs a per-rank body on n thread ranks, or on the ranks of an emulated cluster, and gathers every
+// rank's failure descriptions.
 
 #include <mutex>
 #include <string>
@@ -15,6 +16,23 @@ std::vector<std::string> on_threads(int n, Body body) {
   std::vector<std::string> failures;
   threads::run(n, [&](threads::Transport t) {
     Communicator comm(std::move(t));
+    std::vector<std::string> mine = body(comm);
+    std::lock_guard<std::mutex> lock(mutex);
+    failures.insert(failures.end(), mine.begin(), mine.end());
+  });
+  return failures;
+}
+
+template <class Body>
+std::vector<std::string> on_cluster(const std::string& emulate, const std::string& group, Body body) {
+  const int ranks = topology::EmulationSpec::parse(emulate).rank_count().value();
+  std::vector<std::string> failures;
+  std::mutex mutex;
+  threads::run(ranks, [&](threads::Transport t) {
+    CommunicatorConfig config;
+    config.discovery.emulate = emulate;
+    config.group = GroupSpec::parse(group, true);
+    Communicator comm(std::move(t), config);
     std::vector<std::string> mine = body(comm);
     std::lock_guard<std::mutex> lock(mutex);
     failures.insert(failures.end(), mine.begin(), mine.end());
