@@ -3,6 +3,7 @@
 //   paro-bench --backend threads -t 8 --coll all_reduce --algo all -b 1K -e 64M -f 4
 //   paro-bench -t 8 --emulate nodes=2,ranks=4,intra_gbps=20,inter_gbps=2 --coll all --algo all -b 64M -e 64M
 //   mpirun -np 4 paro-bench --backend mpi --coll all_gather --algo ring,native
+//   paro-bench -t 2 --emulate nodes=2,ranks=1,inter_gbps=1 --coll compressed_all_reduce --ratio 32 --shape 16384x1024
 //
 // Messages go through the paced transport (transport/paced.hpp): with link keys in --emulate they take
 // the emulated links' time; --trace FILE writes every message of one call per (algorithm, size) as a
@@ -14,7 +15,8 @@
 // 2(n-1)/n for all-reduce and (n-1)/n for all-gather and reduce-scatter, size = the full buffer (n blocks
 // for all-gather and reduce-scatter). Time is the mean per iteration, averaged over ranks as nccl-tests
 // does. #wrong counts wrong elements from an exact check (paro/testing/collective_check.hpp); the exit
-// code is non-zero when any is wrong.
+// code is non-zero when any is wrong. compressed_all_reduce (SEPARATE) has its own table: see
+// bench/compressed_bench.hpp.
 
 #include <unistd.h>
 
@@ -34,6 +36,9 @@
 #include "paro/transport/paced.hpp"
 #ifdef PARO_HAVE_MPI
 #include "paro/transport/mpi.hpp"
+#endif
+#ifdef PARO_HAVE_COMPRESSION
+#include "compressed_bench.hpp"
 #endif
 
 namespace {
@@ -58,7 +63,17 @@ struct Settings {
   std::string scope = "global";
   std::string trace_path;      // --trace
   std::string calibrate_path;  // --calibrate
+  // compressed_all_reduce
+  int ratio = 32;
+  std::string shape;            // ROWSxCOLS; else -b..-e as rows of 1024 columns
+  std::string block_cols = "0";  // variants, comma-separated; 0 = the full projection
+  std::string projection = "gaussian";
+  bool no_error_feedback = false;
+  std::string separate_chunk = "256K";  // SEPARATE's pipeline pieces; 0 = no overlap
+  int rounds = 3;
 };
+
+constexpr const char* compressed_name = "compressed_all_reduce";
 
 struct Row {
   std::size_t bytes = 0, count = 0;
@@ -397,8 +412,59 @@ std::vector<Collective> collectives(const std::string& list) {
   std::vector<Collective> out;
   for (const auto& c : split_list(list))
     if (c == "all") out.insert(out.end(), {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter});
-    else out.push_back(paro::parse_collective(c));
+    else if (c != compressed_name) out.push_back(paro::parse_collective(c));
   return out;
+}
+
+template <class Transport>
+std::vector<Algorithm> algorithms_of(paro::Communicator<Transport>& comm, const Settings& s, Collective coll) {
+  std::vector<Algorithm> algos;
+  for (const auto& a : split_list(s.algos)) {
+    if (a == "all") {
+      for (Algorithm x : paro::all_algorithms)
+        if (x != Algorithm::native || Transport::has_native_collectives) algos.push_back(x);
+      algos.push_back(Algorithm::automatic);
+    } else {
+      algos.push_back(paro::parse_algorithm(a));
+      comm.resolve(coll, 0, algos.back(), paro::parse_scope(s.scope));  // rejects native where the backend has none
+    }
+  }
+  return algos;
+}
+
+// --coll compressed_all_reduce: the gradient shapes and SEPARATE's options from the command line.
+template <class Transport>
+void run_compressed(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
+#ifdef PARO_HAVE_COMPRESSION
+  paro::bench::CompressedRun run;
+  if (!s.shape.empty()) {
+    const auto x = s.shape.find('x');
+    paro::detail::require(x != std::string::npos, "--shape '", s.shape, "': use ROWSxCOLS, e.g. 16384x1024");
+    run.shapes.emplace_back(paro::env::parse_bytes(s.shape.substr(0, x), "--shape rows"),
+                            paro::env::parse_bytes(s.shape.substr(x + 1), "--shape cols"));
+    paro::detail::require(run.shapes.back().first > 0 && run.shapes.back().second > 0, "--shape: rows and cols must be >= 1");
+  } else {
+    const std::size_t lo = paro::env::parse_bytes(s.min_bytes, "-b"), hi = paro::env::parse_bytes(s.max_bytes, "-e");
+    for (double b = static_cast<double>(lo); b <= static_cast<double>(hi); b *= s.factor) {
+      run.shapes.emplace_back(std::max<std::size_t>(1, static_cast<std::size_t>(b) / 4096), 1024);
+      if (s.factor <= 1) break;
+    }
+  }
+  run.options.ratio = s.ratio;
+  run.options.distribution = paro::compression::parse_distribution(s.projection);
+  run.options.error_feedback = !s.no_error_feedback;
+  run.options.pipeline_chunk_bytes = paro::env::parse_bytes(s.separate_chunk, "--separate-chunk");
+  for (const auto& b : split_list(s.block_cols)) run.block_cols.push_back(paro::env::parse_bytes(b, "--block-cols"));
+  run.scope = paro::parse_scope(s.scope);
+  run.iters = s.iters;
+  run.warmup = s.warmup;
+  run.rounds = s.rounds;
+  paro::bench::CompressedBench<Transport>(comm, run, algorithms_of(comm, s, Collective::all_reduce)).run(records);
+#else
+  (void)comm, (void)s, (void)records;
+  throw paro::Error("--coll compressed_all_reduce: this paro-bench was built without the compression component "
+                    "(BLAS and Random123)");
+#endif
 }
 
 template <class Transport>
@@ -407,22 +473,14 @@ std::size_t run_on(paro::Communicator<Transport>& comm, const Settings& s, nlohm
   nlohmann::json trace_events = nlohmann::json::array();
   int trace_process = 0;
   for (Collective coll : collectives(s.coll)) {
-    std::vector<Algorithm> algos;
-    for (const auto& a : split_list(s.algos)) {
-      if (a == "all") {
-        for (Algorithm x : paro::all_algorithms)
-          if (x != Algorithm::native || Transport::has_native_collectives) algos.push_back(x);
-        algos.push_back(Algorithm::automatic);
-      } else {
-        algos.push_back(paro::parse_algorithm(a));
-        comm.resolve(coll, 0, algos.back(), paro::parse_scope(s.scope));  // rejects native where the backend has none
-      }
-    }
+    const std::vector<Algorithm> algos = algorithms_of(comm, s, coll);
     Bench<Transport> bench(comm, s, coll, algos);
     bench.parse_lists();
     wrong += bench.run(records);
     if (!s.trace_path.empty()) bench.trace(trace_events, trace_process);
   }
+  for (const auto& c : split_list(s.coll))
+    if (c == compressed_name) run_compressed(comm, s, records);
   if (!s.trace_path.empty() && comm.rank() == 0) {
     std::ofstream out(s.trace_path);
     paro::detail::require(static_cast<bool>(out), "--trace: cannot write '", s.trace_path, "'");
@@ -558,7 +616,7 @@ int main(int argc, char** argv) {
   app.add_option("-o,--op", s.ops, "reduction ops, comma-separated, or all")->capture_default_str();
   app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str()->check(CLI::IsMember({"threads", "mpi"}));
-  app.add_option("--coll", s.coll, "all_reduce, all_gather, reduce_scatter, comma-separated, or all")->capture_default_str();
+  app.add_option("--coll", s.coll, "all_reduce, all_gather, reduce_scatter, compressed_all_reduce, comma-separated, or all (the first three)")->capture_default_str();
   app.add_option("--algo", s.algos, "algorithms, comma-separated (ring tree mics_hcs paro_seq paro_cc native automatic), or all")->capture_default_str();
   app.add_option("--trace", s.trace_path, "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of one call per algorithm and size");
   app.add_option("--calibrate", s.calibrate_path, "measure the cost model's numbers, write them here (for PARO_COST_FILE) and exit");
@@ -566,6 +624,13 @@ int main(int argc, char** argv) {
   app.add_option("--emulate", s.emulate, "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even");
   app.add_option("--group", s.group, "grouping: node, switch, pod or a size (default: PARO_GROUP, else node)");
   app.add_option("--scope", s.scope, "global, intra (my group) or inter (my rail)")->capture_default_str()->check(CLI::IsMember({"global", "intra", "inter"}));
+  app.add_option("--ratio", s.ratio, "compressed_all_reduce: SEPARATE's ratio (columns per projection vector)")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  app.add_option("--shape", s.shape, "compressed_all_reduce: the gradient as ROWSxCOLS (default: -b..-e as rows of 1024 columns)");
+  app.add_option("--block-cols", s.block_cols, "compressed_all_reduce: projection variants, comma-separated: 0 = full, B = block-diagonal with B columns per block")->capture_default_str();
+  app.add_option("--projection", s.projection, "compressed_all_reduce: gaussian or rademacher")->capture_default_str()->check(CLI::IsMember({"gaussian", "rademacher"}));
+  app.add_option("--separate-chunk", s.separate_chunk, "compressed_all_reduce: bytes per all-reduce piece overlapped with the compute (0: one piece, no overlap)")->capture_default_str();
+  app.add_option("--rounds", s.rounds, "compressed_all_reduce: rounds of -n calls of every variant back to back; the median is reported")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_flag("--no-error-feedback", s.no_error_feedback, "compressed_all_reduce: without SEPARATE's error feedback");
   CLI11_PARSE(app, argc, argv);
 
   try {

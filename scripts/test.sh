@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test of paro on a fresh machine (Debian, root or sudo):
 #   1. the Release build: unit tests, threads tests at 1..16 ranks, mpirun at 2/3/4/8 ranks, the C++20 check;
-#   2. ASan+UBSan and TSan builds of the unit and threads tests (the mpi tests stay in step 1: Open MPI's
+#   2. ASan+UBSan and TSan builds of the unit, threads and SEPARATE tests (the mpi tests stay in step 1: Open MPI's
 #      own allocations would drown ASan's report);
 #   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory.
 # Ends with one line "stages: N passed, M failed" over those stages. PARO_JOBS sets build parallelism (2).
@@ -39,7 +39,8 @@ stage "ctest (unit, threads 1..16 ranks, mpirun 2/3/4/8, C++20)" ctest --test-di
 sanitizer_build() {  # sanitizer_build DIR KIND OPTIMISATION
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$3" -DPARO_SANITIZE="$2" \
     -DPARO_BUILD_BENCH=OFF -DPARO_BUILD_EXAMPLES=OFF -DPARO_WITH_MPI=OFF >/dev/null &&
-    cmake --build "$1" -j "$jobs" --target paro-tests-core paro-tests-threads
+    cmake --build "$1" -j "$jobs" --target paro-tests-core paro-tests-threads &&
+    if grep -q 'paro-tests-separate:' "$1/build.ninja"; then cmake --build "$1" -j "$jobs" --target paro-tests-separate; fi
 }
 # The multi-MiB cases (Sizes/*, HierarchicalLarge.*) add minutes under sanitizers and no new
 # interleavings: the tiny-chunk and small-count tests cover the same code paths. For the same reason the
@@ -47,7 +48,10 @@ sanitizer_build() {  # sanitizer_build DIR KIND OPTIMISATION
 sanitized_tests() {  # sanitized_tests DIR
   "$1/bin/paro-tests-core" --gtest_brief=1 &&
     PARO_TEST_MATRIX=reduced PARO_TIMEOUT=600 "$1/bin/paro-tests-threads" --gtest_brief=1 \
-      --gtest_filter='-Sizes/*:HierarchicalLarge.*'
+      --gtest_filter='-Sizes/*:HierarchicalLarge.*' &&
+    if [ -x "$1/bin/paro-tests-separate" ]; then
+      OPENBLAS_NUM_THREADS=1 PARO_TIMEOUT=600 "$1/bin/paro-tests-separate" --gtest_brief=1
+    fi
 }
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1

@@ -150,13 +150,15 @@ INSTANTIATE_TEST_SUITE_P(Emulated, SeparateOnCluster,
 
 class SeparateRankCounts : public ::testing::TestWithParam<int> {};
 
+// f16 runs the all-reduce in one piece, the other types pipelined in many.
 TEST_P(SeparateRankCounts, TypesBlocksAndShards) {
   auto failures = paro::testing::on_threads(GetParam(), [](auto& comm) {
     std::vector<std::string> f;
     for (DataType dt : {DataType::f32, DataType::f16, DataType::bf16})
       for (std::size_t block_cols : {0u, 16u})
         for (bool sharded : {false, true})
-          for (auto& s : paro::testing::check_separate(comm, {Algorithm::ring, Scope::global, dt, sharded, block_cols}))
+          for (auto& s : paro::testing::check_separate(
+                   comm, {Algorithm::ring, Scope::global, dt, sharded, block_cols, dt == DataType::f16 ? 0u : 96u}))
             f.push_back(s);
     return f;
   });
@@ -164,6 +166,19 @@ TEST_P(SeparateRankCounts, TypesBlocksAndShards) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OneToSixteen, SeparateRankCounts, ::testing::Values(1, 2, 3, 5, 7, 8, 11, 16));
+
+// A tall matrix: several row blocks per tensor, each its own pipelined piece.
+TEST(Separate, ManyRowBlocksPipelined) {
+  auto failures = paro::testing::on_threads(4, [](auto& comm) {
+    std::vector<std::string> f;
+    for (bool sharded : {false, true})
+      for (auto& s : paro::testing::check_separate(comm, {Algorithm::paro_cc, Scope::global, DataType::f32, sharded, 0,
+                                                          4096, 1024}))
+        f.push_back(s);
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
 
 // Sharded and all-reduced errors differ per rank but have the same mean over the ranks.
 TEST(Separate, ShardedErrorsHaveTheAllReduceMean) {

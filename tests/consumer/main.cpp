@@ -1,4 +1,6 @@
-// A ten-line user of paro: all-reduce on 4 thread ranks, and on an MPI singleton.
+// A ten-line user of paro: all-reduce and a SEPARATE compressed all-reduce on 4 thread ranks, and an
+// all-reduce on an MPI singleton.
+#include <paro/compression/separate.hpp>
 #include <paro/paro.hpp>
 #include <paro/transport/mpi.hpp>
 
@@ -12,6 +14,11 @@ int main(int argc, char** argv) {
     std::vector<float> grad(1000, static_cast<float>(comm.rank()));
     comm.all_reduce(grad.data(), grad.data(), grad.size(), paro::ReduceOp::sum);
     if (grad[999] != 0 + 1 + 2 + 3) wrong = 1;
+    paro::compression::Separate separate;  // ratio 32, error feedback
+    const auto id = separate.add("layer", 256, 512, paro::DataType::f32);
+    std::vector<float> g(256 * 512, 1.0f), estimate(g.size());
+    separate.all_reduce(comm, id, g.data(), estimate.data());
+    if (separate.last_call().wire_bytes != 256 * 16 * sizeof(float)) wrong = 1;
   });
   paro::mpi::Environment env(&argc, &argv);
   paro::Communicator world(paro::mpi::Transport::world());

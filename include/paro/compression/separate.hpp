@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "paro/algorithms/lanes.hpp"
 #include "paro/collectives.hpp"
 #include "paro/compression/projection.hpp"
 #include "paro/compression/random_stream.hpp"
@@ -51,6 +52,7 @@ struct SeparateOptions {
   double beta_min = 0.90;
   double beta_max = 0.99;
   std::size_t min_elements = 65536;  // smaller tensors go uncompressed
+  std::size_t pipeline_chunk_bytes = 256 * 1024;  // all-reduce pieces overlapped with the compute; 0: one piece
   Options collective;             // algorithm and scope of the all-reduce (or reduce-scatter) of the projections
 
   // The ratios the paper recommends (16, 32, 64), everything else default.
@@ -153,59 +155,62 @@ class Separate {
     all_reduce(comm, std::vector<Gradient>{{id, grad, out}});
   }
 
-  // Every rank's out becomes the same estimate of the ranks' mean gradient.
+  // Every rank's out becomes the same estimate of the ranks' mean gradient. The buffer is all-reduced in
+  // pieces of about pipeline_chunk_bytes, so that the projection of later rows, the all-reduce of earlier
+  // ones and the reconstruction of the earliest overlap (three lanes, as paro_cc's levels do).
   template <class Transport>
   void all_reduce(Communicator<Transport>& comm, const std::vector<Gradient>& grads) {
-    const int n = comm.transport(o_.collective.scope).size();
+    Transport& scoped = comm.transport(o_.collective.scope);
+    const int n = scoped.size();
     validate(grads, "all_reduce", n, false);
-    // One buffer: each tensor's P (rows x w) or its plain values, one after another.
-    std::vector<std::size_t> offset(grads.size());
+    // One buffer: each tensor's P (rows x w) or its plain values, one after another, made of units (row
+    // blocks, or a whole plain tensor) that the lanes hand on in chunks.
+    std::vector<Unit> units;
     std::size_t total = 0;
     for (std::size_t i = 0; i < grads.size(); ++i) {
-      offset[i] = total;
-      total += payload(tensors_[grads[i].id]);
-    }
-    wire_.assign(total, 0.0f);
-    randoms_.resize(grads.size());
-    for (std::size_t i = 0; i < grads.size(); ++i) {
-      Tensor& t = tensors_[grads[i].id];
-      float* p = wire_.data() + offset[i];
+      const Tensor& t = tensors_[grads[i].id];
       if (!t.compressed) {
-        visit_grad(t, [&](auto g) { to_f32(static_cast<const decltype(g)*>(grads[i].grad), t.rows * t.cols, p); });
+        units.push_back({i, 0, t.rows, total});
+        total += t.rows * t.cols;
         continue;
       }
-      generate(o_.distribution, key(grads[i].id), t.shape, randoms_[i]);
-      for_row_blocks(t, 0, t.rows, [&](std::size_t r0, std::size_t nr) {
-        const float* h = rows_of_h(t, grads[i].grad, r0, nr);
-        project(t.shape, randoms_[i].data(), h, t.cols, nr, p + r0 * t.shape.projected_cols(), t.shape.projected_cols());
-      });
+      const std::size_t block = rows_per_block(t);
+      for (std::size_t r = 0; r < t.rows; r += block)
+        units.push_back({i, r, std::min(block, t.rows - r), total + r * t.shape.projected_cols()});
+      total += t.rows * t.shape.projected_cols();
     }
-    comm.all_reduce(wire_.data(), wire_.data(), total, DataType::f32, ReduceOp::sum, o_.collective);
+    const std::vector<Chunk> chunks = chunks_of(units, total);
+    wire_.assign(total, 0.0f);
+    prepare(grads);
     std::vector<Cosine> cosines(grads.size());
-    for (std::size_t i = 0; i < grads.size(); ++i) {
-      Tensor& t = tensors_[grads[i].id];
-      const float* p = wire_.data() + offset[i];
-      visit_grad(t, [&](auto g0) {
-        using T = decltype(g0);
-        const T* g = static_cast<const T*>(grads[i].grad);
-        T* out = static_cast<T*>(grads[i].out);
-        if (!t.compressed) return average(p, t.rows * t.cols, n, out);
-        const bool reset = resets(t);
-        for_row_blocks(t, 0, t.rows, [&](std::size_t r0, std::size_t nr) {
-          reconstruct(t.shape, randoms_[i].data(), p + r0 * t.shape.projected_cols(), t.shape.projected_cols(), nr,
-                      1.0f / static_cast<float>(n), estimate_.data(), t.cols);
-          const std::size_t first = r0 * t.cols, count = nr * t.cols;
-          float* e = t.error.empty() ? nullptr : t.error.data() + first;
-          for (std::size_t k = 0; k < count; ++k) {
-            const float gk = static_cast<float>(g[first + k]);
-            const float hk = estimate_[k];
-            if (e != nullptr) e[k] = reset ? 0.0f : next_error(e[k], gk + e[k], hk, t.beta);
-            cosines[i].add(hk, gk);
-            out[first + k] = T(hk);
-          }
-        });
-      });
-    }
+
+    algorithms::Progress projected, reduced;
+    auto project_lane = [&] {
+      std::size_t u = 0;
+      for (const Chunk& c : chunks) {
+        for (; u < c.unit_end; ++u) project_unit(grads, units[u]);
+        projected.advance();
+      }
+    };
+    auto reduce_lane = [&] {
+      std::size_t begin = 0;
+      for (std::size_t c = 0; c < chunks.size(); ++c) {
+        projected.wait_for(c + 1);
+        comm.all_reduce(wire_.data() + begin, wire_.data() + begin, chunks[c].wire_end - begin, DataType::f32,
+                        ReduceOp::sum, o_.collective);
+        begin = chunks[c].wire_end;
+        reduced.advance();
+      }
+    };
+    auto reconstruct_lane = [&] {
+      std::size_t u = 0;
+      for (std::size_t c = 0; c < chunks.size(); ++c) {
+        reduced.wait_for(c + 1);
+        for (; u < chunks[c].unit_end; ++u) finish_unit(grads, units[u], n, cosines[units[u].grad]);
+      }
+    };
+    algorithms::run_lanes(chunks.size() > 1 && scoped.concurrent_use(), {&projected, &reduced}, project_lane,
+                          reduce_lane, reconstruct_lane);
     finish(comm, grads, cosines, total);
   }
 
@@ -228,7 +233,7 @@ class Separate {
     }
     wire_.assign(section * static_cast<std::size_t>(n), 0.0f);
     shard_.assign(section, 0.0f);
-    randoms_.resize(grads.size());
+    prepare(grads);
     for (std::size_t i = 0; i < grads.size(); ++i) {
       Tensor& t = tensors_[grads[i].id];
       if (!t.compressed) {
@@ -240,7 +245,6 @@ class Separate {
         });
         continue;
       }
-      generate(o_.distribution, key(grads[i].id), t.shape, randoms_[i]);
       const std::size_t w = t.shape.projected_cols(), shard_rows = t.rows / static_cast<std::size_t>(n);
       const bool reset = resets(t);
       for (std::size_t j = 0; j < static_cast<std::size_t>(n); ++j) {
@@ -379,13 +383,88 @@ class Separate {
     for (std::size_t k = 0; k < count; ++k) out[k] = T(sum[k] / static_cast<float>(n));
   }
 
-  // Rows [first, first + count) in blocks small enough to stay in cache between the passes over them.
+  // Rows go through the passes in blocks small enough to stay in cache between them.
+  static std::size_t rows_per_block(const Tensor& t) { return std::max<std::size_t>(1, block_floats / t.cols); }
+
   template <class F>
-  void for_row_blocks(const Tensor& t, std::size_t first, std::size_t count, F&& f) {
-    const std::size_t block = std::max<std::size_t>(1, block_floats / t.cols);
-    scratch_.resize(std::min(block, t.rows) * t.cols);
-    estimate_.resize(scratch_.size());
+  static void for_row_blocks(const Tensor& t, std::size_t first, std::size_t count, F&& f) {
+    const std::size_t block = rows_per_block(t);
     for (std::size_t r = first; r < first + count; r += block) f(r, std::min(block, first + count - r));
+  }
+
+  // The all-reduce's work items: rows [r0, r0 + rows) of grads[grad] (a whole plain tensor is one), whose
+  // values start at `wire` in the buffer; chunks end after a unit, at a buffer offset.
+  struct Unit {
+    std::size_t grad, r0, rows, wire;
+  };
+  struct Chunk {
+    std::size_t unit_end, wire_end;
+  };
+
+  std::vector<Chunk> chunks_of(const std::vector<Unit>& units, std::size_t total) const {
+    const std::size_t target = o_.pipeline_chunk_bytes == 0 ? total : std::max<std::size_t>(1, o_.pipeline_chunk_bytes / sizeof(float));
+    std::vector<Chunk> chunks;
+    std::size_t begin = 0;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      const std::size_t end = u + 1 < units.size() ? units[u + 1].wire : total;
+      if (end - begin >= target || u + 1 == units.size()) {
+        chunks.push_back({u + 1, end});
+        begin = end;
+      }
+    }
+    return chunks;
+  }
+
+  // This call's R per compressed tensor, and scratch rows for the largest block.
+  void prepare(const std::vector<Gradient>& grads) {
+    randoms_.resize(grads.size());
+    std::size_t floats = 0;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const Tensor& t = tensors_[grads[i].id];
+      if (!t.compressed) continue;
+      generate(o_.distribution, key(grads[i].id), t.shape, randoms_[i]);
+      floats = std::max(floats, std::min(rows_per_block(t), t.rows) * t.cols);
+    }
+    scratch_.resize(floats);
+    estimate_.resize(floats);
+  }
+
+  // Steps 1-2 for one unit of the all-reduce: its part of the buffer.
+  void project_unit(const std::vector<Gradient>& grads, const Unit& u) {
+    const Gradient& g = grads[u.grad];
+    const Tensor& t = tensors_[g.id];
+    float* p = wire_.data() + u.wire;
+    if (!t.compressed) {
+      visit_grad(t, [&](auto g0) { to_f32(static_cast<const decltype(g0)*>(g.grad), t.rows * t.cols, p); });
+      return;
+    }
+    project(t.shape, randoms_[u.grad].data(), rows_of_h(t, g.grad, u.r0, u.rows), t.cols, u.rows, p,
+            t.shape.projected_cols());
+  }
+
+  // Steps 4-5 for one unit of the all-reduce: the estimate into out, the error update, the cosine's sums.
+  void finish_unit(const std::vector<Gradient>& grads, const Unit& u, int n, Cosine& cosine) {
+    const Gradient& gr = grads[u.grad];
+    Tensor& t = tensors_[gr.id];
+    const float* p = wire_.data() + u.wire;
+    visit_grad(t, [&](auto g0) {
+      using T = decltype(g0);
+      const T* g = static_cast<const T*>(gr.grad);
+      T* out = static_cast<T*>(gr.out);
+      if (!t.compressed) return average(p, t.rows * t.cols, n, out);
+      reconstruct(t.shape, randoms_[u.grad].data(), p, t.shape.projected_cols(), u.rows, 1.0f / static_cast<float>(n),
+                  estimate_.data(), t.cols);
+      const bool reset = resets(t);
+      const std::size_t first = u.r0 * t.cols, count = u.rows * t.cols;
+      float* e = t.error.empty() ? nullptr : t.error.data() + first;
+      for (std::size_t k = 0; k < count; ++k) {
+        const float gk = static_cast<float>(g[first + k]);
+        const float hk = estimate_[k];
+        if (e != nullptr) e[k] = reset ? 0.0f : next_error(e[k], gk + e[k], hk, t.beta);
+        cosine.add(hk, gk);
+        out[first + k] = T(hk);
+      }
+    });
   }
 
   // Rows of h = g + e as f32: the gradient itself where it is f32 and there is no error buffer.

@@ -20,11 +20,14 @@ struct SeparateCase {
   DataType dt = DataType::f32;
   bool sharded = false;  // reduce_scatter instead of all_reduce
   std::size_t block_cols = 0;
+  std::size_t pipeline_chunk_bytes = 96;  // small: several pipelined pieces per call
+  std::size_t rows_per_rank = 6;          // of the compressed matrix (40 columns)
 };
 
 inline std::string describe(const SeparateCase& c, int ranks) {
   return detail::concat("SEPARATE ", c.sharded ? "reduce_scatter" : "all_reduce", " algo=", name_of(c.algo),
-                        " scope=", name_of(c.scope), " ranks=", ranks, " ", name_of(c.dt), " block_cols=", c.block_cols);
+                        " scope=", name_of(c.scope), " ranks=", ranks, " ", name_of(c.dt), " block_cols=", c.block_cols,
+                        " pipeline_chunk_bytes=", c.pipeline_chunk_bytes);
 }
 
 // Scope rank m's gradient element i of tensor t at step s.
@@ -43,13 +46,14 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
   o.ratio = 8;
   o.min_elements = 200;
   o.block_cols = c.block_cols;
+  o.pipeline_chunk_bytes = c.pipeline_chunk_bytes;
   o.reset_every = 3;
   o.collective = {c.algo, c.scope};
   Separate sep(o);
   // A compressed matrix, then a vector and a small matrix (< 200 elements up to 16 ranks) that stay
   // uncompressed; rows divisible by n.
   struct Shape { std::size_t rows, cols; };
-  const std::vector<Shape> shapes = {{6 * un, 40}, {1, 10 * un}, {2 * un, 5}};
+  const std::vector<Shape> shapes = {{c.rows_per_rank * un, 40}, {1, 10 * un}, {2 * un, 5}};
   for (std::size_t t = 0; t < shapes.size(); ++t) sep.add("t" + std::to_string(t), shapes[t].rows, shapes[t].cols, c.dt);
   std::vector<std::string> failures;
   auto fail = [&](auto&&... what) {
