@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every Debian package paro's build, tests and benchmarks use. Idempotent: packages already
+# Installs every Debian package paro's build, tests and benchmarks use (fortunes: paro-train's text). Idempotent: packages already
 # present are skipped, so a second run costs one `dpkg-query` and no network.
 set -euo pipefail
 
@@ -10,6 +10,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   librandom123-dev libopenblas-dev libucx-dev
   python3-matplotlib
+  fortunes
 )
 
 missing=()

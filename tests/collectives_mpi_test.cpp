@@ -9,6 +9,7 @@
 
 #include "paro/testing/collective_check.hpp"
 #include "paro/transport/mpi.hpp"
+#include "paro/testing/dp_check.hpp"
 #include "paro/transport/paced.hpp"
 #ifdef PARO_HAVE_COMPRESSION
 #include "paro/testing/separate_check.hpp"
@@ -133,6 +134,23 @@ TEST(MpiPaced, SharedLinksAcrossProcesses) {
   for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
     for (auto algo : {Algorithm::ring, Algorithm::paro_cc, Algorithm::automatic})
       for (auto& f : paro::testing::run_matrix(comm, coll, algo, {1, 1000})) failures.push_back(f);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+// PaRO-DP over processes: every strategy against plain data parallelism, and the model's bytes exactly.
+TEST(MpiDp, EveryStrategyMatchesAndSendsTheModelsBytes) {
+  const int n = world().size();
+  const std::string emulate = n % 2 == 0 ? "nodes=2" : "nodes=" + std::to_string(n);
+  using Paced = paro::paced::Transport<paro::mpi::Transport>;
+  paro::CommunicatorConfig config;
+  config.discovery.emulate = emulate;
+  paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), EmulationSpec::parse(emulate), true), config);
+  auto take = [&] {
+    paro::dp::Traffic sent;
+    for (const auto& e : paro::paced::TraceLog::process().take_rank(comm.rank())) (e.inter ? sent.inter : sent.intra) += e.bytes;
+    return sent;
+  };
+  auto failures = paro::testing::check_strategies(comm, {}, take);
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 

@@ -1,0 +1,396 @@
+// paro-train: data-parallel training of a character-level language model (train/char_mlp.hpp, 1.1 M
+// parameters) on Debian's fortunes text, with any PaRO-DP strategy on paro's scoped collectives.
+//
+//   paro-train --strategy NIG --steps 300                          (8 thread ranks as 2 nodes x 4)
+//   paro-train --strategy all --steps 50 --verify                  (every strategy against NNN; exit 1 on a mismatch)
+//   paro-train --config ds_config.json --accum 4 --trainable fc2,head
+//   paro-train --strategy NNN --compress separate --ratio 32 [--no-error-feedback] [--adaptive] [--block-cols 256]
+//   mpirun -np 8 paro-train --backend mpi --emulate nodes=2,ranks=4 --strategy IIG
+//
+// Prints the loss per step, the step time, and per rank the bytes held (measured: the engine's buffers;
+// model: dp::footprint) and sent per step inside groups and between them (measured: every message,
+// counted by the paced transport; model: dp::traffic). Groups are the emulated nodes.
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "paro/compression/separate.hpp"
+#include "paro/dp/engine.hpp"
+#include "paro/dp/model.hpp"
+#include "paro/paro.hpp"
+#include "paro/testing/dp_check.hpp"
+#include "paro/transport/paced.hpp"
+#include "train/char_mlp.hpp"
+#include "train/corpus.hpp"
+#ifdef PARO_HAVE_MPI
+#include "paro/transport/mpi.hpp"
+#endif
+
+namespace {
+
+using paro::dp::Strategy;
+
+struct Settings {
+  std::string backend = "threads";
+  int thread_ranks = 8;
+  std::string emulate;  // threads default: nodes=2
+  std::string strategy = "NNN";
+  std::string config;
+  int accumulation = 1, batch = 16, steps = 100, log_every = 10;
+  float lr = 1e-3f;
+  std::uint64_t seed = 1;
+  std::string trainable = "all";
+  std::string corpus = "/usr/share/games/fortunes";
+  std::string compress = "none";
+  int ratio = 32;
+  bool no_error_feedback = false, adaptive = false, verify = false;
+  std::size_t block_cols = 0, min_elements = 4096;
+  std::string json_path;
+};
+
+// DeepSpeed's keys that mean something here; others are ignored, as DeepSpeed configs carry many.
+void apply_config(Settings& s, const std::string& path, const CLI::App& app) {
+  std::ifstream in(path);
+  paro::detail::require(static_cast<bool>(in), "--config: cannot read '", path, "'");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    throw paro::Error(paro::detail::concat("--config '", path, "': not JSON (", e.what(), ")"));
+  }
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };  // the command line wins
+  try {
+    if (j.contains("zero_optimization") && !given("--strategy")) {
+      const auto& z = j.at("zero_optimization");
+      std::string chosen;
+      if (z.contains("paro_strategy")) chosen = Strategy::parse(z.at("paro_strategy").get<std::string>()).name();
+      if (z.contains("stage")) {
+        const std::string staged = paro::dp::zero_stage(z.at("stage").get<int>()).name();
+        paro::detail::require(chosen.empty() || chosen == staged, "--config: zero_optimization has paro_strategy ",
+                              chosen, " and stage ", z.at("stage").get<int>(), " (", staged, "); give one");
+        chosen = staged;
+      }
+      if (!chosen.empty()) s.strategy = chosen;
+    }
+    if (j.contains("gradient_accumulation_steps") && !given("--accum"))
+      s.accumulation = j.at("gradient_accumulation_steps").get<int>();
+    if (j.contains("train_micro_batch_size_per_gpu") && !given("--batch"))
+      s.batch = j.at("train_micro_batch_size_per_gpu").get<int>();
+    if (j.contains("optimizer") && !given("--lr")) {
+      const auto& o = j.at("optimizer");
+      const std::string type = o.value("type", "Adam");
+      paro::detail::require(type == "Adam" || type == "AdamW" || type == "adam", "--config: optimizer type '", type,
+                            "'; this trainer runs Adam");
+      if (o.contains("params") && o.at("params").contains("lr")) s.lr = o.at("params").at("lr").get<float>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw paro::Error(paro::detail::concat("--config '", path, "': ", e.what()));
+  }
+  paro::detail::require(s.accumulation >= 1 && s.batch >= 1, "--config: gradient_accumulation_steps and ",
+                        "train_micro_batch_size_per_gpu must be >= 1");
+}
+
+struct RunResult {
+  std::vector<double> losses;
+  double validation = 0, step_ms = 0;
+  paro::dp::Footprint held, model_held;
+  paro::dp::Traffic sent, model_sent;  // per step
+  bool traffic_modelled = true;
+  double wire_bytes = 0;               // SEPARATE: per step
+  std::vector<float> final_params;
+};
+
+template <class Transport>
+class Trainer {
+ public:
+  Trainer(paro::Communicator<Transport>& comm, const Settings& s, const paro::train::Corpus& corpus)
+      : comm_(comm), s_(s), corpus_(corpus), model_(s.trainable) {}
+
+  RunResult run(const Strategy& strategy) {
+    std::vector<float> trainable, frozen;
+    model_.initialise(s_.seed, trainable, frozen);
+    paro::dp::Engine<Transport> engine(comm_, strategy, trainable, frozen, paro::dp::Adam{s_.lr});
+    std::unique_ptr<paro::compression::Separate> separate;
+    if (s_.compress == "separate") separate = compressor(engine);
+    RunResult r;
+    take_traffic();
+    double seconds = 0;
+    for (int k = 0; k < s_.steps; ++k) {
+      barrier();
+      take_traffic();  // not the step's: the barrier, the last step's loss
+      const auto start = std::chrono::steady_clock::now();
+      double loss = 0;
+      for (int a = 0; a < s_.accumulation; ++a) {
+        engine.begin_micro_step();
+        loss += model_.loss(engine.trainable_params(), engine.frozen_params(), corpus_, batch(k, a), engine.gradients());
+        engine.end_micro_step();
+      }
+      engine.step(s_.accumulation);
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const paro::dp::Traffic t = take_traffic();
+      r.sent.intra += t.intra;
+      r.sent.inter += t.inter;
+      if (separate) r.wire_bytes += static_cast<double>(separate->last_call().wire_bytes) / s_.steps;
+      r.losses.push_back(mean_over_ranks(loss / s_.accumulation));
+      if (comm_.rank() == 0 && s_.log_every > 0 && (k % s_.log_every == 0 || k + 1 == s_.steps))
+        std::printf("  %s step %4d  loss %.4f\n", strategy.name().c_str(), k, r.losses.back());
+    }
+    r.sent.intra /= s_.steps;  // exact: every step sends the same bytes
+    r.sent.inter /= s_.steps;
+    r.step_ms = mean_over_ranks(seconds / s_.steps * 1e3);
+    r.held = engine.memory();
+    r.model_held = paro::dp::footprint(strategy, engine.sizes(), engine.cluster());
+    r.traffic_modelled = !separate;
+    r.model_sent = paro::dp::traffic(strategy, engine.sizes(), engine.cluster(), s_.accumulation);
+    engine.begin_micro_step();
+    r.validation = validation_loss(engine.trainable_params(), engine.frozen_params());
+    r.final_params = engine.gather_trainable();
+    take_traffic();
+    return r;
+  }
+
+  const paro::train::CharMlp& model() const { return model_; }
+
+ private:
+  paro::Communicator<Transport>& comm_;
+  const Settings& s_;
+  const paro::train::Corpus& corpus_;
+  paro::train::CharMlp model_;
+
+  std::vector<std::size_t> batch(int step, int micro) const {
+    std::vector<std::size_t> starts(static_cast<std::size_t>(s_.batch));
+    const auto n = static_cast<std::uint64_t>(comm_.size());
+    for (std::size_t b = 0; b < starts.size(); ++b) {
+      const std::uint64_t index = ((static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(s_.accumulation) +
+                                    static_cast<std::uint64_t>(micro)) * n + static_cast<std::uint64_t>(comm_.rank())) *
+                                      static_cast<std::uint64_t>(s_.batch) + b;
+      starts[b] = corpus_.training_start(index, paro::train::CharMlp::context);
+    }
+    return starts;
+  }
+
+  // The held-out text, 4096 windows split over the ranks.
+  double validation_loss(const float* trainable, const float* frozen) {
+    const std::size_t windows = 4096, n = static_cast<std::size_t>(comm_.size()), me = static_cast<std::size_t>(comm_.rank());
+    std::vector<std::size_t> starts;
+    for (std::size_t i = me; i < windows; i += n) starts.push_back(corpus_.validation_start(i, windows, paro::train::CharMlp::context));
+    double sums[2] = {model_.loss(trainable, frozen, corpus_, starts, nullptr) * static_cast<double>(starts.size()),
+                      static_cast<double>(starts.size())};
+    comm_.all_reduce(sums, sums, 2, paro::ReduceOp::sum, {paro::Algorithm::tree});
+    return sums[0] / sums[1];
+  }
+
+  // SEPARATE for the boundary's gradient synchronisation: each trainable tensor a matrix of the flat
+  // gradient vector (biases go uncompressed); global scope, the automatic algorithm.
+  std::unique_ptr<paro::compression::Separate> compressor(paro::dp::Engine<Transport>& engine) {
+    paro::compression::SeparateOptions o;
+    o.ratio = s_.ratio;
+    o.error_feedback = !s_.no_error_feedback;
+    o.adaptive = s_.adaptive;
+    o.block_cols = s_.block_cols;
+    o.min_elements = s_.min_elements;
+    auto sep = std::make_unique<paro::compression::Separate>(o);
+    struct Piece { std::size_t id, offset; };
+    auto pieces = std::make_shared<std::vector<Piece>>();
+    for (const auto& t : model_.tensors())
+      if (t.trainable) pieces->push_back({sep->add(t.name, t.rows, t.cols, paro::DataType::f32), t.offset});
+    paro::compression::Separate* raw = sep.get();
+    engine.set_gradient_sync([this, raw, pieces](float* grads, std::size_t) {
+      std::vector<paro::compression::Separate::Gradient> call;
+      for (const Piece& p : *pieces) call.push_back({p.id, grads + p.offset, grads + p.offset});
+      raw->all_reduce(comm_, call);
+    });
+    return sep;
+  }
+
+  double mean_over_ranks(double v) {
+    comm_.all_reduce(&v, &v, 1, paro::ReduceOp::sum, {paro::Algorithm::tree});
+    return v / comm_.size();
+  }
+  void barrier() {
+    std::int32_t token = 0;
+    comm_.all_reduce(&token, &token, 1, paro::ReduceOp::sum, {paro::Algorithm::tree});
+  }
+  // This rank's bytes sent since the last call, by link class (the paced transport's record).
+  paro::dp::Traffic take_traffic() {
+    paro::dp::Traffic t;
+    for (const auto& e : paro::paced::TraceLog::process().take_rank(comm_.rank()))
+      (e.inter ? t.inter : t.intra) += static_cast<double>(e.bytes);
+    return t;
+  }
+};
+
+// Every rank's flag, true when any rank's is.
+template <class Transport>
+bool any_rank(paro::Communicator<Transport>& comm, bool flag) {
+  std::int32_t v = flag ? 1 : 0;
+  comm.all_reduce(&v, &v, 1, paro::ReduceOp::max, {paro::Algorithm::tree});
+  return v != 0;
+}
+
+std::string kib(double bytes) { return paro::detail::concat(static_cast<long long>(bytes / 1024.0 + 0.5), " KiB"); }
+
+template <class Transport>
+int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
+  const paro::train::Corpus corpus(s.corpus);
+  Trainer<Transport> trainer(comm, s, corpus);
+  const bool root = comm.rank() == 0;
+  const std::vector<Strategy> strategies =
+      s.strategy == "all" ? Strategy::all_valid() : std::vector<Strategy>{Strategy::parse(s.strategy)};
+  if (root) {
+    std::printf("# paro-train: %d ranks (%s), groups of %d; model %zu parameters (%zu trainable: %s); corpus %zu "
+                "characters; batch %d per rank x %d micro-steps; Adam lr %g; %s\n",
+                comm.size(), Transport::name, comm.transport(paro::Scope::intra).size(),
+                trainer.model().trainable_count() + trainer.model().frozen_count(), trainer.model().trainable_count(),
+                s.trainable.c_str(), corpus.size(), s.batch, s.accumulation, static_cast<double>(s.lr),
+                s.compress == "separate"
+                    ? paro::detail::concat("SEPARATE ratio ", s.ratio, s.no_error_feedback ? " without error feedback" : "",
+                                           s.adaptive ? " adaptive" : "", s.block_cols ? " block-diagonal" : "").c_str()
+                    : "uncompressed");
+  }
+  bool mismatch = false;
+  std::vector<float> reference;
+  if (root)
+    std::printf("#\n# %-8s %10s %12s %12s %22s %22s %22s %10s %9s\n", "strategy", "loss", "val_loss", "vs NNN",
+                "held (meas/model)", "intra B/step (m/m)", "inter B/step (m/m)", "step ms", "bytes ok");
+  for (const Strategy& st : strategies) {
+    RunResult r = trainer.run(st);
+    const bool held_ok = r.held.params == r.model_held.params && r.held.grads == r.model_held.grads &&
+                         r.held.optimizer == r.model_held.optimizer &&
+                         r.held.gathered_params == r.model_held.gathered_params &&
+                         r.held.full_grads == r.model_held.full_grads;
+    const bool sent_ok = !r.traffic_modelled ||
+                         (r.sent.intra == r.model_sent.intra && r.sent.inter == r.model_sent.inter);
+    const bool bytes_ok = !any_rank(comm, !(held_ok && sent_ok));
+    double diff = 0;
+    if (reference.empty()) reference = r.final_params;
+    else diff = paro::testing::relative_difference(r.final_params, reference);
+    diff = std::max(diff, 0.0);
+    comm.all_reduce(&diff, &diff, 1, paro::ReduceOp::max, {paro::Algorithm::tree});
+    if (s.verify && (!bytes_ok || !(diff <= 1e-5))) mismatch = true;
+    if (root) {
+      auto pair = [](double a, double b, bool modelled) {
+        return modelled ? paro::detail::concat(static_cast<long long>(a), "/", static_cast<long long>(b))
+                        : paro::detail::concat(static_cast<long long>(a), "/-");
+      };
+      std::printf("  %-8s %10.4f %12.4f %12.2e %22s %22s %22s %10.1f %9s\n", st.name().c_str(), r.losses.back(),
+                  r.validation, diff, (kib(r.held.peak()) + "/" + kib(r.model_held.peak())).c_str(),
+                  pair(r.sent.intra, r.model_sent.intra, r.traffic_modelled).c_str(),
+                  pair(r.sent.inter, r.model_sent.inter, r.traffic_modelled).c_str(), r.step_ms,
+                  bytes_ok ? "yes" : "NO");
+      std::fflush(stdout);
+      nlohmann::json j = {{"strategy", st.name()}, {"ranks", comm.size()}, {"group", comm.transport(paro::Scope::intra).size()},
+                          {"steps", s.steps}, {"accumulation", s.accumulation}, {"batch", s.batch}, {"lr", s.lr},
+                          {"trainable", s.trainable}, {"compress", s.compress}, {"losses", r.losses},
+                          {"validation_loss", r.validation}, {"step_ms", r.step_ms}, {"relative_difference_to_nnn", diff},
+                          {"held_bytes", {{"params", r.held.params}, {"grads", r.held.grads}, {"optimizer", r.held.optimizer},
+                                          {"gathered_params", r.held.gathered_params}, {"full_grads", r.held.full_grads}}},
+                          {"sent_bytes_per_step", {{"intra", r.sent.intra}, {"inter", r.sent.inter}}},
+                          {"bytes_match_model", bytes_ok}};
+      if (r.traffic_modelled) j["model_sent_bytes_per_step"] = {{"intra", r.model_sent.intra}, {"inter", r.model_sent.inter}};
+      if (s.compress == "separate") {
+        j["ratio"] = s.ratio;
+        j["error_feedback"] = !s.no_error_feedback;
+        j["adaptive"] = s.adaptive;
+        j["block_cols"] = s.block_cols;
+        j["wire_bytes_per_step"] = r.wire_bytes;
+      }
+      records.push_back(j);
+    }
+  }
+  if (root) {
+    std::printf("# held: peak bytes per rank (parameters, gradients, Adam states, and the gathered parameters and full "
+                "gradients of a micro-step); B/step: bytes this rank sent per step inside its group and between groups; "
+                "vs NNN: max|p - p_NNN| / max|p_NNN| of the trainable parameters\n");
+    if (s.verify) std::printf("# verify: %s\n", mismatch ? "MISMATCH" : "every strategy matches NNN and the model");
+  }
+  return mismatch ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  CLI::App app{"paro-train: data-parallel training with PaRO-DP strategies on paro's collectives"};
+  app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str()->check(CLI::IsMember({"threads", "mpi"}));
+  app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--emulate", s.emulate, "emulated cluster (PARO_EMULATE form); groups are its nodes (threads default nodes=2)");
+  app.add_option("--strategy", s.strategy, "p g os letters (N, I, G; e.g. NIG), a ZeRO stage 0-3, or all")->capture_default_str();
+  app.add_option("--config", s.config, "DeepSpeed-style JSON: zero_optimization.{paro_strategy|stage}, gradient_accumulation_steps, train_micro_batch_size_per_gpu, optimizer.params.lr");
+  app.add_option("--accum", s.accumulation, "micro-steps per step")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--batch", s.batch, "samples per rank and micro-step")->capture_default_str()->check(CLI::Range(1, 65536));
+  app.add_option("--steps", s.steps, "optimizer steps")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app.add_option("--lr", s.lr, "Adam's learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--seed", s.seed, "initial parameters")->capture_default_str();
+  app.add_option("--trainable", s.trainable, "all, or some of emb,fc1,fc2,head (the others frozen)")->capture_default_str();
+  app.add_option("--corpus", s.corpus, "a text file or folder (default: Debian's fortunes)")->capture_default_str();
+  app.add_option("--compress", s.compress, "none, or separate: gradient synchronisation through SEPARATE (g = N strategies)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "separate"}));
+  app.add_option("--ratio", s.ratio, "SEPARATE's ratio")->capture_default_str()->check(CLI::Range(2, 4096));
+  app.add_flag("--no-error-feedback", s.no_error_feedback, "SEPARATE without error feedback");
+  app.add_flag("--adaptive", s.adaptive, "G-SEPARATE");
+  app.add_option("--block-cols", s.block_cols, "SEPARATE's block-diagonal projection (0: full)")->capture_default_str();
+  app.add_option("--min-elements", s.min_elements, "SEPARATE: smaller tensors go uncompressed")->capture_default_str();
+  app.add_flag("--verify", s.verify, "exit 1 unless every strategy ends within 1e-5 of NNN and measured bytes equal the model's");
+  app.add_option("--log-every", s.log_every, "print the loss every this many steps (0: only the table)")->capture_default_str();
+  app.add_option("--json", s.json_path, "one record per strategy: losses, bytes, time");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (!s.config.empty()) apply_config(s, s.config, app);
+    paro::detail::require(s.compress == "none" || s.strategy != "all",
+                          "--compress separate: give one strategy with g = N (e.g. NNN, NNG, INI), not all");
+    nlohmann::json records = nlohmann::json::array();
+    int status = 0;
+    auto write = [&] {
+      if (s.json_path.empty()) return;
+      std::ofstream out(s.json_path);
+      paro::detail::require(static_cast<bool>(out), "--json: cannot write '", s.json_path, "'");
+      out << records.dump(1) << "\n";
+    };
+    if (s.backend == "threads") {
+      if (s.emulate.empty() && !paro::env::get("PARO_EMULATE")) s.emulate = "nodes=2";
+      const auto spec = paro::topology::EmulationSpec::parse(s.emulate.empty() ? *paro::env::get("PARO_EMULATE") : s.emulate);
+      paro::CommunicatorConfig config;
+      if (!s.emulate.empty()) config.discovery.emulate = s.emulate;
+      std::mutex m;
+      paro::threads::run(s.thread_ranks, [&](paro::threads::Transport t) {
+        using Paced = paro::paced::Transport<paro::threads::Transport>;
+        paro::Communicator comm(Paced::wrap(std::move(t), spec, true), config);
+        nlohmann::json mine = nlohmann::json::array();
+        const int rc = train(comm, s, mine);
+        if (comm.rank() == 0) {
+          std::lock_guard<std::mutex> lock(m);
+          records = std::move(mine);
+          status = rc;
+        }
+      });
+      write();
+    } else {
+#ifdef PARO_HAVE_MPI
+      paro::mpi::Environment env(&argc, &argv);
+      using Paced = paro::paced::Transport<paro::mpi::Transport>;
+      const std::string emulate = s.emulate.empty() ? paro::env::get("PARO_EMULATE").value_or("nodes=1") : s.emulate;
+      paro::CommunicatorConfig config;
+      if (!s.emulate.empty()) config.discovery.emulate = s.emulate;
+      paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), paro::topology::EmulationSpec::parse(emulate), true),
+                              config);
+      status = train(comm, s, records);
+      if (comm.rank() == 0) write();
+#else
+      throw paro::Error("--backend mpi: this paro-train was built without MPI");
+#endif
+    }
+    return status;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "paro-train: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,219 @@
+#pragma once
+// A PaRO-DP training step on the library's scoped collectives: parameters, gradients and Adam's states
+// held at the strategy's partitions (dp/strategy.hpp), the step procedure of dp/model.hpp (whose
+// formulas give this engine's bytes exactly), and gradient accumulation over micro-steps.
+//
+//   Engine<T> e(comm, Strategy::parse("NIG"), trainable, frozen);   // collective; full initial values
+//   for each step:
+//     for each of A micro-steps:
+//       e.begin_micro_step();                 // full parameters in trainable_params(), frozen_params()
+//       backward(...) adds this rank's gradient into e.gradients()   (full trainable vector)
+//       e.end_micro_step();
+//     e.step(A);                              // synchronise, Adam on the os shard, rebuild
+//
+// The gradients summed over ranks and micro-steps are divided by n A before Adam. Groups must be of equal
+// size (the shards are equal slices); collectives run as rings inside the group (intra) and along the
+// rail (inter), in place, so that no buffer beyond those of Footprint is needed.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "paro/collectives.hpp"
+#include "paro/dp/model.hpp"
+#include "paro/dp/strategy.hpp"
+
+namespace paro::dp {
+
+struct Adam {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+};
+
+template <class Transport>
+class Engine {
+ public:
+  // Replaces the boundary's gradient synchronisation for g = N: given the full accumulated gradient of this
+  // rank, leave in it the mean over ranks (e.g. SEPARATE's compressed all-reduce).
+  using GradientSync = std::function<void(float* gradients, std::size_t count)>;
+
+  Engine(Communicator<Transport>& comm, Strategy s, const std::vector<float>& trainable,
+         const std::vector<float>& frozen, Adam adam = {}, Algorithm algorithm = Algorithm::ring)
+      : comm_(comm), s_(s), adam_(adam), algo_(algorithm) {
+    detail::require(s.valid(), "strategy ", s.name(), " is not valid: ", s.invalid_reason());
+    const auto& groups = comm.groups();
+    detail::require(!groups.uneven(), "PaRO-DP needs groups of equal size; the grouping ", comm.grouping().describe(),
+                    " gives groups of ", groups.members.front().size(), " .. ", groups.members.back().size(), " ranks");
+    cluster_ = {comm.size(), comm.transport(Scope::intra).size()};
+    local_ = static_cast<std::size_t>(comm.transport(Scope::intra).rank());
+    group_ = static_cast<std::size_t>(comm.transport(Scope::inter).rank());
+    sizes_ = {trainable.size() + frozen.size(), trainable.size()};
+    trainable_len_ = padded(trainable.size(), cluster_.ranks);
+    frozen_len_ = padded(frozen.size(), cluster_.ranks);
+    trainable_ = stored(trainable, trainable_len_);
+    frozen_ = stored(frozen, frozen_len_);
+    grads_.assign(trainable_len_ / parts(s_.g, cluster_), 0.0f);
+    m_.assign(trainable_len_ / parts(s_.os, cluster_), 0.0f);
+    v_.assign(m_.size(), 0.0f);
+    if (s_.p != Partition::N) {
+      full_trainable_.assign(trainable_len_, 0.0f);
+      full_frozen_.assign(frozen_len_, 0.0f);
+    }
+    if (s_.g != Partition::N) full_grads_.assign(trainable_len_, 0.0f);
+  }
+
+  const Strategy& strategy() const { return s_; }
+  const Sizes& sizes() const { return sizes_; }
+  const Cluster& cluster() const { return cluster_; }
+
+  void set_gradient_sync(GradientSync sync) {
+    detail::require(!sync || s_.g == Partition::N, "a custom gradient synchronisation needs g = N (strategy ",
+                    s_.name(), " shards the gradients every micro-step)");
+    sync_ = std::move(sync);
+  }
+
+  // The full parameters (valid from begin_micro_step() to the next step()).
+  const float* trainable_params() const { return s_.p == Partition::N ? trainable_.data() : full_trainable_.data(); }
+  const float* frozen_params() const { return s_.p == Partition::N ? frozen_.data() : full_frozen_.data(); }
+  // Where backward adds this rank's gradient of the trainable parameters (full length).
+  float* gradients() { return s_.g == Partition::N ? grads_.data() : full_grads_.data(); }
+
+  void begin_micro_step() {
+    if (s_.g != Partition::N) std::fill(full_grads_.begin(), full_grads_.end(), 0.0f);
+    if (s_.p == Partition::N) return;
+    gather(trainable_.data(), full_trainable_.data(), trainable_len_, s_.p);
+    gather(frozen_.data(), full_frozen_.data(), frozen_len_, s_.p);
+  }
+
+  void end_micro_step() {
+    if (s_.g == Partition::N) return;
+    float* f = full_grads_.data();
+    scatter(f, trainable_len_, s_.g);
+    const float* mine = f + offset(s_.g, trainable_len_);
+    for (std::size_t i = 0; i < grads_.size(); ++i) grads_[i] += mine[i];
+  }
+
+  // The boundary: gradients to the os partition, Adam on this rank's os shard, parameters rebuilt.
+  void step(int accumulation) {
+    detail::require(accumulation >= 1, "accumulation ", accumulation, ": must be >= 1");
+    float* g = grads_.data();
+    float scale = 1.0f / static_cast<float>(cluster_.ranks * accumulation);
+    const std::size_t L = trainable_len_;
+    if (s_.g == Partition::N && sync_) {
+      sync_(g, L);
+      scale = 1.0f / static_cast<float>(accumulation);
+    } else if (s_.g == Partition::N) {
+      intra_reduce_scatter(g, L);
+      if (s_.os == Partition::G) rail_reduce_scatter(g + offset(Partition::I, L), L);
+      else rail_all_reduce(g + offset(Partition::I, L), L);
+      if (s_.os == Partition::N) intra_all_gather(g, L);
+    } else if (s_.g == Partition::I) {
+      if (s_.os == Partition::G) rail_reduce_scatter(g, L);
+      else rail_all_reduce(g, L);
+    }
+    // The os shard of the gradients, inside whatever the accumulator holds.
+    const float* shard = g + (offset(s_.os, L) - offset(s_.g, L));
+    float* params = trainable_.data() + (offset(s_.os, L) - offset(s_.p, L));
+    ++steps_;
+    const float c1 = 1.0f - std::pow(adam_.beta1, static_cast<float>(steps_));
+    const float c2 = 1.0f - std::pow(adam_.beta2, static_cast<float>(steps_));
+    for (std::size_t i = 0; i < m_.size(); ++i) {
+      const float gi = shard[i] * scale;
+      m_[i] = adam_.beta1 * m_[i] + (1.0f - adam_.beta1) * gi;
+      v_[i] = adam_.beta2 * v_[i] + (1.0f - adam_.beta2) * gi * gi;
+      params[i] -= adam_.lr * (m_[i] / c1) / (std::sqrt(v_[i] / c2) + adam_.eps);
+    }
+    // Rebuild the trainable parameters at p's partition.
+    float* p = trainable_.data();
+    if (s_.os == Partition::G && s_.p != Partition::G) rail_all_gather(p + offset(Partition::I, L) - offset(s_.p, L), L);
+    if (s_.os != Partition::N && s_.p == Partition::N) intra_all_gather(p, L);
+    std::fill(grads_.begin(), grads_.end(), 0.0f);
+  }
+
+  // Every trainable parameter (collective; traffic of its own, outside a step's).
+  std::vector<float> gather_trainable() {
+    std::vector<float> out(trainable_len_);
+    if (s_.p == Partition::N) std::copy(trainable_.begin(), trainable_.end(), out.begin());
+    else gather(trainable_.data(), out.data(), trainable_len_, s_.p);
+    out.resize(sizes_.trainable);
+    return out;
+  }
+
+  // Bytes this rank holds, by the categories of Footprint (capacities of the buffers themselves).
+  Footprint memory() const {
+    auto bytes = [](const std::vector<float>& v) { return static_cast<double>(v.capacity() * sizeof(float)); };
+    Footprint f;
+    f.params = bytes(trainable_) + bytes(frozen_);
+    f.grads = bytes(grads_);
+    f.optimizer = bytes(m_) + bytes(v_);
+    f.gathered_params = bytes(full_trainable_) + bytes(full_frozen_);
+    f.full_grads = bytes(full_grads_);
+    return f;
+  }
+
+ private:
+  Communicator<Transport>& comm_;
+  Strategy s_;
+  Adam adam_;
+  Algorithm algo_;
+  Cluster cluster_;
+  Sizes sizes_;
+  std::size_t local_ = 0, group_ = 0;  // my index in the group, my group's index on the rail
+  std::size_t trainable_len_ = 0, frozen_len_ = 0;
+  std::vector<float> trainable_, frozen_;            // at p's partition
+  std::vector<float> grads_;                         // accumulator at g's partition
+  std::vector<float> m_, v_;                         // Adam at os's partition
+  std::vector<float> full_trainable_, full_frozen_;  // p != N: gathered for a micro-step
+  std::vector<float> full_grads_;                    // g != N: a micro-step's gradient
+  GradientSync sync_;
+  long steps_ = 0;
+
+  // Where a shard of a vector of length L starts in the full vector.
+  std::size_t offset(Partition p, std::size_t L) const {
+    const std::size_t m = static_cast<std::size_t>(cluster_.group), n = static_cast<std::size_t>(cluster_.ranks);
+    if (p == Partition::N) return 0;
+    if (p == Partition::I) return local_ * (L / m);
+    return local_ * (L / m) + group_ * (L / n);
+  }
+
+  std::vector<float> stored(const std::vector<float>& full, std::size_t L) const {
+    std::vector<float> padded_full(full);
+    padded_full.resize(L, 0.0f);
+    const std::size_t begin = offset(s_.p, L);
+    return std::vector<float>(padded_full.begin() + static_cast<std::ptrdiff_t>(begin),
+                              padded_full.begin() + static_cast<std::ptrdiff_t>(begin + L / parts(s_.p, cluster_)));
+  }
+
+  Options intra() const { return {algo_, Scope::intra}; }
+  Options rail() const { return {algo_, Scope::inter}; }
+  std::size_t m() const { return static_cast<std::size_t>(cluster_.group); }
+  std::size_t n() const { return static_cast<std::size_t>(cluster_.ranks); }
+
+  // In place on a full vector x of length L (the I shard lands at offset(I)), or on its I slot.
+  void intra_reduce_scatter(float* x, std::size_t L) {
+    comm_.reduce_scatter(x, x + local_ * (L / m()), L / m(), ReduceOp::sum, intra());
+  }
+  void intra_all_gather(float* x, std::size_t L) { comm_.all_gather(x + local_ * (L / m()), x, L / m(), intra()); }
+  void rail_reduce_scatter(float* slot, std::size_t L) {
+    comm_.reduce_scatter(slot, slot + group_ * (L / n()), L / n(), ReduceOp::sum, rail());
+  }
+  void rail_all_reduce(float* slot, std::size_t L) { comm_.all_reduce(slot, slot, L / m(), ReduceOp::sum, rail()); }
+  void rail_all_gather(float* slot, std::size_t L) { comm_.all_gather(slot + group_ * (L / n()), slot, L / n(), rail()); }
+
+  // A shard stored at partition p into the full vector `full`.
+  void gather(const float* shard, float* full, std::size_t L, Partition p) {
+    std::copy(shard, shard + L / parts(p, cluster_), full + offset(p, L));
+    if (p == Partition::G) rail_all_gather(full + offset(Partition::I, L), L);
+    intra_all_gather(full, L);
+  }
+
+  // The full vector x summed over the ranks that share partition p's shard, left at offset(p).
+  void scatter(float* x, std::size_t L, Partition p) {
+    intra_reduce_scatter(x, L);
+    if (p == Partition::G) rail_reduce_scatter(x + offset(Partition::I, L), L);
+  }
+};
+
+}  // namespace paro::dp

@@ -1,0 +1,165 @@
+// PaRO-DP: strategies (the 14 valid, the 13 invalid with reasons, aliases), the memory and traffic model
+// by hand, and the engine on emulated clusters of the threads backend: every strategy ends with NNN's
+// parameters and holds and sends exactly the model's bytes (messages counted by the paced transport).
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "paro/dp/model.hpp"
+#include "paro/dp/strategy.hpp"
+#include "paro/testing/dp_check.hpp"
+#include "paro/transport/paced.hpp"
+#include "threads_harness.hpp"
+
+namespace {
+
+using paro::dp::Cluster;
+using paro::dp::Partition;
+using paro::dp::Sizes;
+using paro::dp::Strategy;
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const paro::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Strategy, FourteenValidThirteenInvalidWithReasons) {
+  std::set<std::string> valid;
+  int invalid = 0;
+  for (const Strategy& s : Strategy::every()) {
+    if (s.valid()) {
+      valid.insert(s.name());
+      EXPECT_EQ(Strategy::parse(s.name()), s);
+    } else {
+      ++invalid;
+      EXPECT_NE(error_of([&] { Strategy::parse(s.name()); }).find("is not valid: "), std::string::npos) << s.name();
+    }
+  }
+  EXPECT_EQ(valid.size(), 14u);
+  EXPECT_EQ(invalid, 13);
+  EXPECT_EQ(valid, (std::set<std::string>{"NNN", "NNI", "NII", "INI", "III", "NNG", "NIG", "NGG", "ING", "IIG", "IGG",
+                                          "GNG", "GIG", "GGG"}));
+  EXPECT_NE(error_of([] { Strategy::parse("GNI"); }).find("parameters are sharded over all ranks but optimizer states only "
+                                                          "sharded within the group"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Strategy::parse("NGN"); }).find("gradients are sharded over all ranks"), std::string::npos);
+}
+
+TEST(Strategy, AliasesCaseAndBadInput) {
+  EXPECT_EQ(Strategy::parse("nig").name(), "NIG");
+  EXPECT_EQ(Strategy::parse("1").name(), "NNG");
+  EXPECT_EQ(Strategy::parse("zero2").name(), "NGG");
+  EXPECT_EQ(Strategy::parse("3").name(), "GGG");
+  EXPECT_EQ(Strategy::parse("ddp").name(), "NNN");
+  EXPECT_EQ(paro::dp::zero_stage(1).name(), "NNG");
+  EXPECT_NE(error_of([] { paro::dp::zero_stage(4); }).find("allowed 0, 1, 2, 3"), std::string::npos);
+  EXPECT_NE(error_of([] { Strategy::parse("NXG"); }).find("letter 'X' is not N, I or G"), std::string::npos);
+  EXPECT_NE(error_of([] { Strategy::parse("NI"); }).find("three letters"), std::string::npos);
+}
+
+// By hand: n = 8 ranks in groups of m = 4 (2 groups), Ψ = 1000 (padded to 1000), Ψ' = 800, fp32 + Adam.
+TEST(Model, FootprintAndTrafficByHand) {
+  const Sizes z{1000, 800};
+  const Cluster c{8, 4};
+  auto nnn = paro::dp::footprint(Strategy::parse("NNN"), z, c);
+  EXPECT_EQ(nnn.params, 4000);
+  EXPECT_EQ(nnn.grads, 3200);
+  EXPECT_EQ(nnn.optimizer, 6400);
+  EXPECT_EQ(nnn.peak(), 13600);
+  auto nig = paro::dp::footprint(Strategy::parse("NIG"), z, c);
+  EXPECT_EQ(nig.grads, 800);       // 800 / 4 x 4 B
+  EXPECT_EQ(nig.optimizer, 800);   // 800 / 8 x 8 B
+  EXPECT_EQ(nig.full_grads, 3200);
+  auto ggg = paro::dp::footprint(Strategy::parse("GGG"), z, c);
+  EXPECT_EQ(ggg.params, 500);
+  EXPECT_EQ(ggg.gathered_params, 4000);
+  // NNN, A = 1: intra RS 600 + intra AG 600 elements, rail AR 2 x 100 (of the 200-element I shard).
+  auto t = paro::dp::traffic(Strategy::parse("NNN"), z, c, 1);
+  EXPECT_EQ(t.intra, (600 + 600) * 4);
+  EXPECT_EQ(t.inter, 200 * 4);
+  // NIG, A = 3: per micro-step an intra RS (600); boundary rail RS (100); rebuild rail AG (100) + intra AG (600).
+  t = paro::dp::traffic(Strategy::parse("NIG"), z, c, 3);
+  EXPECT_EQ(t.intra, (3 * 600 + 600) * 4);
+  EXPECT_EQ(t.inter, (100 + 100) * 4);
+  // GGG, A = 2: per micro-step params rail AG (1000/4/2 = 125) + intra AG (750), grads intra RS (600) + rail RS (100).
+  t = paro::dp::traffic(Strategy::parse("GGG"), z, c, 2);
+  EXPECT_EQ(t.intra, 2 * (750 + 600) * 4);
+  EXPECT_EQ(t.inter, 2 * (125 + 100) * 4);
+  EXPECT_NE(error_of([] { paro::dp::traffic(Strategy{}, {10, 10}, {6, 4}, 1); }).find("must divide"), std::string::npos);
+}
+
+// The paper's example: a 7B model on 32 GPUs (4 nodes of 8), slow links between nodes.
+TEST(Model, AdvisorPrefersIntraGroupShardingOnSlowInterLinks) {
+  paro::dp::Machine mc;
+  mc.inter_bytes_per_s = 12.5e9 / 8;  // one 100 Gbit/s NIC shared by 8 GPUs
+  mc.tokens = 2048;                   // per GPU and micro-step: communication-bound, the paper's regime
+  const auto ranked = paro::dp::advise({7'000'000'000, 7'000'000'000}, {32, 8}, 4, mc);
+  auto rank_of = [&](const std::string& name) {
+    for (std::size_t i = 0; i < ranked.size(); ++i)
+      if (ranked[i].strategy.name() == name) return i;
+    return ranked.size();
+  };
+  EXPECT_TRUE(ranked.front().fits);
+  EXPECT_LT(rank_of("NIG"), rank_of("GGG"));
+  EXPECT_LT(rank_of("IIG"), rank_of("GGG"));
+  EXPECT_FALSE(ranked[rank_of("NNN")].fits);  // 7B x 16 B does not fit in 80 GB
+}
+
+// The engine: an emulated cluster through the paced transport (tracing only), grouped by node.
+std::vector<std::string> on_paced_cluster(const std::string& emulate, const paro::testing::DpCase& c) {
+  using Paced = paro::paced::Transport<paro::threads::Transport>;
+  const auto spec = paro::topology::EmulationSpec::parse(emulate);
+  std::vector<std::string> failures;
+  std::mutex m;
+  paro::threads::run(spec.rank_count().value(), [&](paro::threads::Transport t) {
+    paro::CommunicatorConfig config;
+    config.discovery.emulate = emulate;
+    paro::Communicator comm(Paced::wrap(std::move(t), spec, true), config);
+    const int me = comm.rank();
+    auto take = [me] {
+      paro::dp::Traffic sent;
+      for (const auto& e : paro::paced::TraceLog::process().take_rank(me)) (e.inter ? sent.inter : sent.intra) += e.bytes;
+      return sent;
+    };
+    auto mine = paro::testing::check_strategies(comm, c, take);
+    std::lock_guard<std::mutex> lock(m);
+    failures.insert(failures.end(), mine.begin(), mine.end());
+  });
+  return failures;
+}
+
+class DpEngine : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DpEngine, EveryStrategyMatchesNnnAndTheModel) {
+  auto failures = on_paced_cluster(GetParam(), {});
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(Emulated, DpEngine,
+                         ::testing::Values("nodes=2,ranks=4",   // the 2 groups x 4
+                                           "nodes=4,ranks=2",   // more groups than members
+                                           "nodes=2,ranks=3",   // not a power of two
+                                           "nodes=1,ranks=4",   // one group: I = G
+                                           "nodes=3,ranks=1")); // groups of one: I = N
+
+TEST(DpEngine, RejectsUnevenGroups) {
+  auto failures = paro::testing::on_cluster("nodes=2,ranks=3:2", "node", [](auto& comm) {
+    std::vector<std::string> f;
+    const std::string message = error_of([&] {
+      paro::dp::Engine<paro::threads::Transport> e(comm, Strategy::parse("NIG"), {1, 2, 3}, {});
+    });
+    if (message.find("needs groups of equal size") == std::string::npos) f.push_back(message);
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+
+}  // namespace
