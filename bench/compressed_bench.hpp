@@ -45,7 +45,7 @@ class CompressedBench {
 
  private:
   struct Result {
-    Algorithm algo;
+    Algorithm algo = Algorithm::automatic;
     std::string variant;
     std::size_t block_cols = 0;
     double time_us = 0, comm_us = 0, rel_error = 0;  // medians over rounds
@@ -103,12 +103,19 @@ class CompressedBench {
     std::vector<Result> results;
     std::vector<std::unique_ptr<compression::Separate>> compressors;
     for (Algorithm a : algos_) {
-      results.push_back({a, "plain", 0, 0, 0, 0, bytes, {}});
+      Result plain;
+      plain.algo = a;
+      plain.variant = "plain";
+      plain.wire_bytes = bytes;
+      results.push_back(plain);
       compressors.emplace_back();
       for (std::size_t b : run_.block_cols) {
         auto sep = std::make_unique<compression::Separate>(options_for(a, b));
         sep->add("gradient", rows, cols, DataType::f32);
-        Result r{a, b == 0 ? "separate" : "separate b=" + std::to_string(b), b};
+        Result r;
+        r.algo = a;
+        r.variant = b == 0 ? "separate" : "separate b=" + std::to_string(b);
+        r.block_cols = b;
         sep->all_reduce(comm_, 0, grad.data(), out.data());
         double diff = 0;
         for (std::size_t i = 0; i < count; ++i) diff += std::pow(static_cast<double>(out[i]) - mean[i], 2);

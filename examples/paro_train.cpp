@@ -51,6 +51,7 @@ struct Settings {
   std::string compress = "none";
   int ratio = 32;
   bool no_error_feedback = false, adaptive = false, verify = false;
+  std::string error_rule = "seed";
   std::size_t block_cols = 0, min_elements = 4096;
   std::string json_path;
 };
@@ -193,6 +194,7 @@ class Trainer {
     paro::compression::SeparateOptions o;
     o.ratio = s_.ratio;
     o.error_feedback = !s_.no_error_feedback;
+    o.error_rule = paro::compression::parse_error_rule(s_.error_rule);
     o.adaptive = s_.adaptive;
     o.block_cols = s_.block_cols;
     o.min_elements = s_.min_elements;
@@ -251,7 +253,8 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
                 trainer.model().trainable_count() + trainer.model().frozen_count(), trainer.model().trainable_count(),
                 s.trainable.c_str(), corpus.size(), s.batch, s.accumulation, static_cast<double>(s.lr),
                 s.compress == "separate"
-                    ? paro::detail::concat("SEPARATE ratio ", s.ratio, s.no_error_feedback ? " without error feedback" : "",
+                    ? paro::detail::concat("SEPARATE ratio ", s.ratio,
+                                           s.no_error_feedback ? " without error feedback" : " error rule " + s.error_rule,
                                            s.adaptive ? " adaptive" : "", s.block_cols ? " block-diagonal" : "").c_str()
                     : "uncompressed");
   }
@@ -298,6 +301,7 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
       if (s.compress == "separate") {
         j["ratio"] = s.ratio;
         j["error_feedback"] = !s.no_error_feedback;
+        j["error_rule"] = s.error_rule;
         j["adaptive"] = s.adaptive;
         j["block_cols"] = s.block_cols;
         j["wire_bytes_per_step"] = r.wire_bytes;
@@ -336,6 +340,8 @@ int main(int argc, char** argv) {
   app.add_option("--ratio", s.ratio, "SEPARATE's ratio")->capture_default_str()->check(CLI::Range(2, 4096));
   app.add_flag("--no-error-feedback", s.no_error_feedback, "SEPARATE without error feedback");
   app.add_flag("--adaptive", s.adaptive, "G-SEPARATE");
+  app.add_option("--error-rule", s.error_rule, "SEPARATE's error update: seed ((1-b)e + b(h-h~), as written) or smoothed (b e + (1-b)(h-h~))")
+      ->capture_default_str()->check(CLI::IsMember({"seed", "smoothed"}));
   app.add_option("--block-cols", s.block_cols, "SEPARATE's block-diagonal projection (0: full)")->capture_default_str();
   app.add_option("--min-elements", s.min_elements, "SEPARATE: smaller tensors go uncompressed")->capture_default_str();
   app.add_flag("--verify", s.verify, "exit 1 unless every strategy ends within 1e-5 of NNN and measured bytes equal the model's");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package paro's build, tests and benchmarks use (fortunes: paro-train's text). Idempotent: packages already
-# present are skipped, so a second run costs one `dpkg-query` and no network.
+# Installs every Debian package paro's build, tests and benchmarks use (fortunes: paro-train's text).
+# Idempotent: packages already present are skipped, so a second run costs one `dpkg-query` and no network.
 set -euo pipefail
 
 packages=(

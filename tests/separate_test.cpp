@@ -150,16 +150,17 @@ INSTANTIATE_TEST_SUITE_P(Emulated, SeparateOnCluster,
 
 class SeparateRankCounts : public ::testing::TestWithParam<int> {};
 
-// f16 runs the all-reduce in one piece, the other types pipelined in many.
+// f16 runs the all-reduce in one piece, the other types pipelined in many; both error rules.
 TEST_P(SeparateRankCounts, TypesBlocksAndShards) {
   auto failures = paro::testing::on_threads(GetParam(), [](auto& comm) {
     std::vector<std::string> f;
     for (DataType dt : {DataType::f32, DataType::f16, DataType::bf16})
       for (std::size_t block_cols : {0u, 16u})
         for (bool sharded : {false, true})
-          for (auto& s : paro::testing::check_separate(
-                   comm, {Algorithm::ring, Scope::global, dt, sharded, block_cols, dt == DataType::f16 ? 0u : 96u}))
-            f.push_back(s);
+          for (auto rule : {paro::compression::ErrorRule::seed, paro::compression::ErrorRule::smoothed})
+            for (auto& s : paro::testing::check_separate(comm, {Algorithm::ring, Scope::global, dt, sharded, block_cols,
+                                                                dt == DataType::f16 ? 0u : 96u, 6, rule}))
+              f.push_back(s);
     return f;
   });
   EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
@@ -376,6 +377,7 @@ TEST(Separate, RejectsBadInputWithTheReason) {
   EXPECT_TRUE(sep.tensor(sep.add("big", 256, 1024, DataType::f32)).compressed);
   EXPECT_NE(error_of([&] { paro::compression::parse_distribution("uniform"); }).find("allowed: gaussian rademacher"),
             std::string::npos);
+  EXPECT_NE(error_of([&] { paro::compression::parse_error_rule("ema"); }).find("allowed: seed smoothed"), std::string::npos);
   auto failures = paro::testing::on_threads(3, [&](auto& comm) {
     std::vector<std::string> f;
     std::vector<float> g(256 * 1024), out(g.size());

@@ -7,7 +7,8 @@
 //   2. P = h R, R of width w drawn from (seed, step, tensor) on every rank alike (random_stream.hpp)
 //   3. all-reduces (sums) every tensor's P in one buffer with any algorithm and scope of the library
 //   4. h~ = P R^T / (n w)                        (the estimate of the ranks' mean h; written to out)
-//   5. e <- (1 - beta) e + beta (h - h~), or e <- 0 when step % T_e == 0
+//   5. e <- (1 - beta) e + beta (h - h~) (or the smoothed beta e + (1 - beta) (h - h~)), or e <- 0 when
+//      step % T_e == 0
 //   6. adaptive, when step % T_a == 0: c = the ranks' mean cosine of (h~, g);
 //      w <- int(1 + w (1 + c)) clamped, beta <- clamp(beta (1 + c), beta_min, beta_max)
 // Tensors too small to gain (vectors such as biases, or fewer than min_elements) are summed uncompressed
@@ -25,6 +26,7 @@
 #include <istream>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "paro/algorithms/lanes.hpp"
@@ -37,13 +39,31 @@
 
 namespace paro::compression {
 
+// How the error buffer takes in the newest compression error h - h~.
+enum class ErrorRule {
+  seed,      // e <- (1 - beta) e + beta (h - h~): the seed's formula as written
+  smoothed,  // e <- beta e + (1 - beta) (h - h~): beta weighs the old error, a moving average
+};
+
+inline const char* name_of(ErrorRule r) { return r == ErrorRule::seed ? "seed" : "smoothed"; }
+
+inline ErrorRule parse_error_rule(std::string_view s) {
+  if (s == "seed") return ErrorRule::seed;
+  if (s == "smoothed") return ErrorRule::smoothed;
+  throw Error(detail::concat("unknown error rule '", s, "'; allowed: seed smoothed"));
+}
+
 struct SeparateOptions {
   int ratio = 32;                 // w = ceil(block columns / ratio)
   std::size_t block_cols = 0;     // 0: the full projection; else block-diagonal with blocks of this many columns
   Distribution distribution = Distribution::gaussian;
   std::uint64_t seed = 0x5E9A2A7E5EEDull;
   bool error_feedback = true;
-  double beta = 0.95;             // initial weight of the newest compression error
+  double beta = 0.95;             // initial beta of the error rule
+  // The seed's rule grows the error by about beta sqrt(ratio) per step when the projection's variance
+  // (about ratio ||h||^2) exceeds ||h||^2, as at ratio 32 (docs/compression.md); smoothed stays bounded
+  // while beta^2 + (1 - beta)^2 ratio < 1.
+  ErrorRule error_rule = ErrorRule::seed;
   std::uint32_t reset_every = 0;  // T_e: e <- 0 when step % T_e == 0; 0: never
   bool adaptive = false;          // G-SEPARATE
   std::uint32_t adapt_every = 100;  // T_a
@@ -352,10 +372,10 @@ class Separate {
 
   static std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
-  // Step 5 of the seed, transcribed: e <- (1 - beta) e + beta (h - h~).
-  static float next_error(float e, float h, float h_tilde, double beta) {
+  // Step 5: the seed's e <- (1 - beta) e + beta (h - h~), or its smoothed reading.
+  float next_error(float e, float h, float h_tilde, double beta) const {
     const float b = static_cast<float>(beta);
-    return (1.0f - b) * e + b * (h - h_tilde);
+    return o_.error_rule == ErrorRule::seed ? (1.0f - b) * e + b * (h - h_tilde) : b * e + (1.0f - b) * (h - h_tilde);
   }
 
   bool resets(const Tensor& t) const { return o_.reset_every > 0 && t.step % o_.reset_every == 0; }

@@ -22,12 +22,14 @@ struct SeparateCase {
   std::size_t block_cols = 0;
   std::size_t pipeline_chunk_bytes = 96;  // small: several pipelined pieces per call
   std::size_t rows_per_rank = 6;          // of the compressed matrix (40 columns)
+  compression::ErrorRule error_rule = compression::ErrorRule::seed;
 };
 
 inline std::string describe(const SeparateCase& c, int ranks) {
   return detail::concat("SEPARATE ", c.sharded ? "reduce_scatter" : "all_reduce", " algo=", name_of(c.algo),
                         " scope=", name_of(c.scope), " ranks=", ranks, " ", name_of(c.dt), " block_cols=", c.block_cols,
-                        " pipeline_chunk_bytes=", c.pipeline_chunk_bytes);
+                        " pipeline_chunk_bytes=", c.pipeline_chunk_bytes,
+                        " error_rule=", name_of(c.error_rule));
 }
 
 // Scope rank m's gradient element i of tensor t at step s.
@@ -47,6 +49,7 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
   o.min_elements = 200;
   o.block_cols = c.block_cols;
   o.pipeline_chunk_bytes = c.pipeline_chunk_bytes;
+  o.error_rule = c.error_rule;
   o.reset_every = 3;
   o.collective = {c.algo, c.scope};
   Separate sep(o);
@@ -118,7 +121,11 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
           for (std::size_t m = 0; m < un; ++m)
             for (std::size_t i = 0; i < count; ++i) {
               const double target = c.sharded ? local[m][i] : expected[i];
-              error[t][m][i] = reset ? 0.0 : (1 - o.beta) * error[t][m][i] + o.beta * (h[m][i] - target);
+              const double fresh = h[m][i] - target;
+              error[t][m][i] = reset ? 0.0
+                               : c.error_rule == compression::ErrorRule::seed
+                                   ? (1 - o.beta) * error[t][m][i] + o.beta * fresh
+                                   : o.beta * error[t][m][i] + (1 - o.beta) * fresh;
             }
           const auto& mine = info.error;
           const auto& ref = error[t][static_cast<std::size_t>(me)];
