@@ -21,15 +21,7 @@ using paro::dp::Partition;
 using paro::dp::Sizes;
 using paro::dp::Strategy;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const paro::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using paro::testing::error_of;
 
 TEST(Strategy, FourteenValidThirteenInvalidWithReasons) {
   std::set<std::string> valid;

@@ -354,15 +354,7 @@ TEST(Separate, CheckpointContinuesBitIdentically) {
 
 // --- bad input --------------------------------------------------------------------------------------------
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const paro::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using paro::testing::error_of;
 
 TEST(Separate, RejectsBadInputWithTheReason) {
   SeparateOptions o;

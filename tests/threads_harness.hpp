@@ -40,6 +40,17 @@ std::vector<std::string> on_cluster(const std::string& emulate, const std::strin
   return failures;
 }
 
+// The message of the paro::Error that f throws, or "(no error)".
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 inline std::string first_lines(const std::vector<std::string>& lines, std::size_t most = 8) {
   std::string out;
   for (std::size_t i = 0; i < lines.size() && i < most; ++i) out += lines[i] + "\n";

@@ -167,7 +167,6 @@ class Separate {
     detail::require(id < tensors_.size(), "SEPARATE tensor id ", id, ": only ", tensors_.size(), " registered");
     return tensors_[id];
   }
-  std::size_t tensors() const { return tensors_.size(); }
   const Traffic& last_call() const { return traffic_; }
 
   template <class Transport>

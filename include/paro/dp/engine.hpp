@@ -64,7 +64,6 @@ class Engine {
     if (s_.g != Partition::N) full_grads_.assign(trainable_len_, 0.0f);
   }
 
-  const Strategy& strategy() const { return s_; }
   const Sizes& sizes() const { return sizes_; }
   const Cluster& cluster() const { return cluster_; }
 
