@@ -155,8 +155,8 @@ class CompressedBench {
     std::printf("#\n# compressed_all_reduce: %zu x %zu float (%zu B), ratio %d, %s, error feedback %s, %d ranks "
                 "(scope %s), OPENBLAS_NUM_THREADS=%s\n",
                 rows, cols, bytes, run_.options.ratio, name_of(run_.options.distribution),
-                run_.options.error_feedback ? "on" : "off", comm_.transport(run_.scope).size(), name_of(run_.scope),
-                blas_threads ? blas_threads->c_str() : "unset");
+                run_.options.error_feedback ? name_of(run_.options.error_rule) : "off",
+                comm_.transport(run_.scope).size(), name_of(run_.scope), blas_threads ? blas_threads->c_str() : "unset");
     std::printf("# %10s  %-16s  %12s  %23s  %12s  %11s  %12s  %9s  %8s\n", "algo", "variant", "time(us)",
                 "rounds min..max (us)", "wire(B)", "algbw(GB/s)", "comm(us)", "rel_error", "speedup");
     for (const Result& r : results)
@@ -187,6 +187,7 @@ class CompressedBench {
       j["block_cols"] = r.block_cols;
       j["projection"] = name_of(run_.options.distribution);
       j["error_feedback"] = run_.options.error_feedback;
+      j["error_rule"] = name_of(run_.options.error_rule);
       j["comm_us"] = r.comm_us;
     }
     return j;

@@ -51,7 +51,7 @@ struct Settings {
   std::string compress = "none";
   int ratio = 32;
   bool no_error_feedback = false, adaptive = false, verify = false;
-  std::string error_rule = "seed";
+  std::string error_rule = "smoothed";
   std::size_t block_cols = 0, min_elements = 4096;
   std::string json_path;
 };

@@ -61,9 +61,9 @@ struct SeparateOptions {
   bool error_feedback = true;
   double beta = 0.95;             // initial beta of the error rule
   // The seed's rule grows the error by about beta sqrt(ratio) per step when the projection's variance
-  // (about ratio ||h||^2) exceeds ||h||^2, as at ratio 32 (docs/compression.md); smoothed stays bounded
-  // while beta^2 + (1 - beta)^2 ratio < 1.
-  ErrorRule error_rule = ErrorRule::seed;
+  // (about ratio ||h||^2) exceeds ||h||^2, as at ratio 32: training diverged (docs/compression.md). The
+  // smoothed rule stays bounded while beta^2 + (1 - beta)^2 ratio < 1, so it is the default.
+  ErrorRule error_rule = ErrorRule::smoothed;
   std::uint32_t reset_every = 0;  // T_e: e <- 0 when step % T_e == 0; 0: never
   bool adaptive = false;          // G-SEPARATE
   std::uint32_t adapt_every = 100;  // T_a
