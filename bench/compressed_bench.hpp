@@ -66,18 +66,13 @@ class CompressedBench {
   template <class F>
   double timed(F&& call) {
     for (int i = 0; i < run_.warmup; ++i) call();
-    barrier();
+    comm_.barrier();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < run_.iters; ++i) call();
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
                 std::max(1, run_.iters);
     comm_.all_reduce(&us, &us, 1, ReduceOp::sum, {Algorithm::tree});
     return us / comm_.size();
-  }
-
-  void barrier() {
-    std::int32_t token = 0;
-    comm_.all_reduce(&token, &token, 1, ReduceOp::sum, {Algorithm::tree});
   }
 
   compression::SeparateOptions options_for(Algorithm a, std::size_t block_cols) const {

@@ -156,12 +156,12 @@ class Bench {
           paro::testing::call(comm_, coll_, send.data(), recv.data(), count_for(dt, bytes), dt, op, {algo, scope_});
         };
         once();  // warm-up: fresh buffers fault their pages in on first touch
-        barrier();
+        comm_.barrier();
         paro::paced::TraceLog::process().clear_rank(comm_.rank());
-        barrier();
+        comm_.barrier();
         const std::int64_t start = paro::paced::now_ns();
         once();
-        barrier();
+        comm_.barrier();
         std::vector<paro::paced::TraceEvent> mine = paro::paced::TraceLog::process().take_rank(comm_.rank());
         const std::vector<paro::paced::TraceEvent> all = gather_events(mine);
         if (comm_.rank() != 0) continue;
@@ -270,18 +270,13 @@ class Bench {
       if (in_place) paro::testing::fill_inputs(in, shape.in, dt, op, r, shape.first_input);
       auto once = [&] { paro::testing::call(comm_, coll_, in, out, count, dt, op, {algo, scope_}); };
       for (int i = 0; i < s_.warmup; ++i) once();
-      barrier();
+      comm_.barrier();
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < s_.iters; ++i) once();
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
       row.time_us[placement] = mean_over_ranks(us / std::max(1, s_.iters));
     }
     return row;
-  }
-
-  void barrier() {
-    std::int32_t token = 0;
-    comm_.all_reduce(&token, &token, 1, ReduceOp::sum, {Algorithm::tree});
   }
 
   double mean_over_ranks(double v) {
@@ -500,15 +495,11 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
     comm.all_reduce(&v, &v, 1, ReduceOp::sum, {Algorithm::tree});
     return v / comm.size();
   };
-  auto barrier = [&] {
-    std::int32_t token = 0;
-    comm.all_reduce(&token, &token, 1, ReduceOp::sum, {Algorithm::tree});
-  };
   // Time per run of fn back to back, averaged over ranks (us): in steady state, so that ranks leaving the
   // barrier at different moments do not hide a shared link's queue.
   auto timed = [&](int repeats, auto&& fn) {
     fn();  // warm-up
-    barrier();
+    comm.barrier();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < repeats; ++i) fn();
     return mean_over_ranks(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()) /

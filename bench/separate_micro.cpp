@@ -40,7 +40,7 @@ void Projection(benchmark::State& state) {
   const auto rows = static_cast<std::size_t>(state.range(0)), cols = static_cast<std::size_t>(state.range(1));
   const auto ratio = static_cast<std::size_t>(state.range(2));
   const bool back = state.range(3) == 1;
-  const ProjectionShape s{rows, cols, cols, (cols + ratio - 1) / ratio};
+  const ProjectionShape s{cols, cols, (cols + ratio - 1) / ratio};
   const std::size_t w = s.width;
   std::vector<float> h(rows * cols, 0.5f), p(rows * w, 0.25f), r, fixed(cols * w, 1.0f);
   const int m = static_cast<int>(rows), n = static_cast<int>(cols), k = static_cast<int>(w);

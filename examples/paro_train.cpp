@@ -124,7 +124,7 @@ class Trainer {
     take_traffic();
     double seconds = 0;
     for (int k = 0; k < s_.steps; ++k) {
-      barrier();
+      comm_.barrier();
       take_traffic();  // not the step's: the barrier, the last step's loss
       const auto start = std::chrono::steady_clock::now();
       double loss = 0;
@@ -216,17 +216,8 @@ class Trainer {
     comm_.all_reduce(&v, &v, 1, paro::ReduceOp::sum, {paro::Algorithm::tree});
     return v / comm_.size();
   }
-  void barrier() {
-    std::int32_t token = 0;
-    comm_.all_reduce(&token, &token, 1, paro::ReduceOp::sum, {paro::Algorithm::tree});
-  }
-  // This rank's bytes sent since the last call, by link class (the paced transport's record).
-  paro::dp::Traffic take_traffic() {
-    paro::dp::Traffic t;
-    for (const auto& e : paro::paced::TraceLog::process().take_rank(comm_.rank()))
-      (e.inter ? t.inter : t.intra) += static_cast<double>(e.bytes);
-    return t;
-  }
+  // This rank's bytes sent since the last call, by link class.
+  paro::dp::Traffic take_traffic() { return paro::testing::take_traced_traffic(comm_.rank()); }
 };
 
 // Every rank's flag, true when any rank's is.

@@ -145,12 +145,9 @@ TEST(MpiDp, EveryStrategyMatchesAndSendsTheModelsBytes) {
   paro::CommunicatorConfig config;
   config.discovery.emulate = emulate;
   paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), EmulationSpec::parse(emulate), true), config);
-  auto take = [&] {
-    paro::dp::Traffic sent;
-    for (const auto& e : paro::paced::TraceLog::process().take_rank(comm.rank())) (e.inter ? sent.inter : sent.intra) += e.bytes;
-    return sent;
-  };
-  auto failures = paro::testing::check_strategies(comm, {}, take);
+  const int me = comm.rank();
+  auto failures =
+      paro::testing::check_strategies(comm, {}, [me] { return paro::testing::take_traced_traffic(me); });
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 

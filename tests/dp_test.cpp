@@ -116,12 +116,7 @@ std::vector<std::string> on_paced_cluster(const std::string& emulate, const paro
     config.discovery.emulate = emulate;
     paro::Communicator comm(Paced::wrap(std::move(t), spec, true), config);
     const int me = comm.rank();
-    auto take = [me] {
-      paro::dp::Traffic sent;
-      for (const auto& e : paro::paced::TraceLog::process().take_rank(me)) (e.inter ? sent.inter : sent.intra) += e.bytes;
-      return sent;
-    };
-    auto mine = paro::testing::check_strategies(comm, c, take);
+    auto mine = paro::testing::check_strategies(comm, c, [me] { return paro::testing::take_traced_traffic(me); });
     std::lock_guard<std::mutex> lock(m);
     failures.insert(failures.end(), mine.begin(), mine.end());
   });

@@ -88,7 +88,7 @@ TEST(RandomStream, MomentsAndIndependentKeys) {
 // Gaussian vectors, ((b - 1) / w) ||h_b||^2 for Rademacher ones.
 void check_statistics(Distribution d, std::size_t block_cols) {
   const std::size_t rows = 3, cols = 24, width = 4, samples = 20000;
-  const ProjectionShape s{rows, cols, block_cols, width};
+  const ProjectionShape s{cols, block_cols, width};
   std::vector<float> h(rows * cols), p(rows * s.projected_cols()), back(rows * cols), r;
   for (std::size_t i = 0; i < h.size(); ++i) h[i] = std::sin(0.9f * static_cast<float>(i)) + 0.3f;
   std::vector<double> mean(h.size(), 0.0);

@@ -122,6 +122,9 @@ class Communicator {
     return it->second;
   }
   const Topology& topology() const { return topology_; }
+
+  // Returns once every rank of the scope has called it.
+  void barrier(Scope s = Scope::global) { algorithms::barrier(transport(s)); }
   const Groups& groups() const { return groups_; }
   const GroupSpec& grouping() const { return grouping_; }
 

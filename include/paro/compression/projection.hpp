@@ -22,8 +22,8 @@
 
 namespace paro::compression {
 
+// How the columns of a matrix are projected (the rows are the caller's: every function takes nrows).
 struct ProjectionShape {
-  std::size_t rows = 0;
   std::size_t cols = 0;
   std::size_t block_cols = 0;  // == cols: the full projection
   std::size_t width = 0;       // random vectors per full block

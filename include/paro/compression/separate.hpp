@@ -147,7 +147,7 @@ class Separate {
     t.cols = cols;
     t.dtype = dt;
     const std::size_t b = o_.block_cols == 0 ? cols : std::min(o_.block_cols, cols);
-    t.shape = {rows, cols, b, ceil_div(b, static_cast<std::size_t>(o_.ratio))};
+    t.shape = {cols, b, ceil_div(b, static_cast<std::size_t>(o_.ratio))};
     t.min_width = std::max<std::size_t>(1, ceil_div(b, static_cast<std::size_t>(o_.highest_ratio())));
     t.max_width = std::min(b - (b > 1 ? 1 : 0), ceil_div(b, static_cast<std::size_t>(o_.lowest_ratio())));
     t.beta = o_.beta;
@@ -199,7 +199,7 @@ class Separate {
       total += t.rows * t.shape.projected_cols();
     }
     const std::vector<Chunk> chunks = chunks_of(units, total);
-    wire_.assign(total, 0.0f);
+    wire_.resize(total);  // every value is written before it is sent
     prepare(grads);
     std::vector<Cosine> cosines(grads.size());
 
@@ -250,8 +250,8 @@ class Separate {
       offset[i] = section;
       section += payload(tensors_[grads[i].id]) / static_cast<std::size_t>(n);
     }
-    wire_.assign(section * static_cast<std::size_t>(n), 0.0f);
-    shard_.assign(section, 0.0f);
+    wire_.resize(section * static_cast<std::size_t>(n));  // every value is written before it is sent
+    shard_.resize(section);
     prepare(grads);
     for (std::size_t i = 0; i < grads.size(); ++i) {
       Tensor& t = tensors_[grads[i].id];
@@ -291,12 +291,8 @@ class Separate {
         const std::size_t shard_rows = t.rows / static_cast<std::size_t>(n), w = t.shape.projected_cols();
         const T* g = static_cast<const T*>(grads[i].grad) + me * shard_rows * t.cols;
         for_row_blocks(t, 0, shard_rows, [&](std::size_t r0, std::size_t nr) {
-          reconstruct(t.shape, randoms_[i].data(), p + r0 * w, w, nr, 1.0f / static_cast<float>(n), estimate_.data(),
-                      t.cols);
-          for (std::size_t k = 0; k < nr * t.cols; ++k) {
-            cosines[i].add(estimate_[k], static_cast<float>(g[r0 * t.cols + k]));
-            out[r0 * t.cols + k] = T(estimate_[k]);
-          }
+          const std::size_t first = r0 * t.cols;  // the errors were updated before the communication
+          emit_rows(t, randoms_[i].data(), p + r0 * w, nr, n, g + first, out + first, nullptr, cosines[i]);
         });
       });
     }
@@ -378,6 +374,8 @@ class Separate {
   }
 
   bool resets(const Tensor& t) const { return o_.reset_every > 0 && t.step % o_.reset_every == 0; }
+  // Whether this step of t updates its width and beta (G-SEPARATE's step 6).
+  bool adapts(const Tensor& t) const { return o_.adaptive && t.compressed && t.step % o_.adapt_every == 0; }
 
   StreamKey key(TensorId id) const { return {o_.seed, tensors_[id].step, static_cast<std::uint32_t>(id)}; }
 
@@ -468,22 +466,31 @@ class Separate {
     const float* p = wire_.data() + u.wire;
     visit_grad(t, [&](auto g0) {
       using T = decltype(g0);
-      const T* g = static_cast<const T*>(gr.grad);
       T* out = static_cast<T*>(gr.out);
       if (!t.compressed) return average(p, t.rows * t.cols, n, out);
-      reconstruct(t.shape, randoms_[u.grad].data(), p, t.shape.projected_cols(), u.rows, 1.0f / static_cast<float>(n),
-                  estimate_.data(), t.cols);
-      const bool reset = resets(t);
-      const std::size_t first = u.r0 * t.cols, count = u.rows * t.cols;
-      float* e = t.error.empty() ? nullptr : t.error.data() + first;
-      for (std::size_t k = 0; k < count; ++k) {
-        const float gk = static_cast<float>(g[first + k]);
-        const float hk = estimate_[k];
-        if (e != nullptr) e[k] = reset ? 0.0f : next_error(e[k], gk + e[k], hk, t.beta);
-        cosine.add(hk, gk);
-        out[first + k] = T(hk);
-      }
+      const std::size_t first = u.r0 * t.cols;
+      emit_rows(t, randoms_[u.grad].data(), p, u.rows, n, static_cast<const T*>(gr.grad) + first, out + first,
+                t.error.empty() ? nullptr : t.error.data() + first, cosine);
     });
+  }
+
+  // nrows rows of the estimate h~ = P R^T / (n w) from the summed P, written to out. With e (the same
+  // rows of the error buffer, the all-reduce form) the error takes in h - h~, h = g + e; where this step
+  // adapts, the cosine's sums take in (h~, g).
+  template <class T>
+  void emit_rows(const Tensor& t, const float* r, const float* p, std::size_t nrows, int n, const T* g, T* out,
+                 float* e, Cosine& cosine) {
+    reconstruct(t.shape, r, p, t.shape.projected_cols(), nrows, 1.0f / static_cast<float>(n), estimate_.data(), t.cols);
+    const bool reset = resets(t), measure = adapts(t);
+    for (std::size_t k = 0; k < nrows * t.cols; ++k) {
+      const float hk = estimate_[k];
+      if (e != nullptr || measure) {
+        const float gk = static_cast<float>(g[k]);
+        if (e != nullptr) e[k] = reset ? 0.0f : next_error(e[k], gk + e[k], hk, t.beta);
+        if (measure) cosine.add(hk, gk);
+      }
+      out[k] = T(hk);
+    }
   }
 
   // Rows of h = g + e as f32: the gradient itself where it is f32 and there is no error buffer.
@@ -535,7 +542,7 @@ class Separate {
     std::vector<double> sum;
     for (std::size_t i = 0; i < grads.size(); ++i) {
       const Tensor& t = tensors_[grads[i].id];
-      if (t.compressed && t.step % o_.adapt_every == 0) {
+      if (adapts(t)) {
         which.push_back(i);
         sum.push_back(cosines[i].value());
       }

@@ -13,6 +13,7 @@
 
 #include "paro/collectives.hpp"
 #include "paro/dp/engine.hpp"
+#include "paro/transport/paced.hpp"
 
 namespace paro::testing {
 
@@ -30,6 +31,15 @@ inline double relative_difference(const std::vector<float>& a, const std::vector
     scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
   }
   return scale > 0 ? diff / scale : diff;
+}
+
+// The bytes world rank `rank` sent inside its node and across nodes since the last call, as the paced
+// transport recorded them (it must trace: paced::Transport::wrap(..., trace = true)).
+inline dp::Traffic take_traced_traffic(int rank) {
+  dp::Traffic sent;
+  for (const auto& e : paced::TraceLog::process().take_rank(rank))
+    (e.inter ? sent.inter : sent.intra) += static_cast<double>(e.bytes);
+  return sent;
 }
 
 // take_traffic(): this rank's bytes sent inside groups and along rails since the last call.
