@@ -1,8 +1,10 @@
 #pragma once
 // Runs a per-rank body on n thread ranks, or on the ranks of an emulated cluster, and gathers every
-// rank's failure descriptions.
+// rank's failure descriptions. Launcher picks the memory space: HostThreads (threads::run), or
+// DeviceThreads in the GPU tests (threads::run_on_devices), so one body serves both.
 
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -10,11 +12,18 @@
 
 namespace paro::testing {
 
-template <class Body>
+struct HostThreads {
+  template <class Fn>
+  static void run(int n, Fn&& fn) {
+    threads::run(n, std::forward<Fn>(fn));
+  }
+};
+
+template <class Launcher = HostThreads, class Body>
 std::vector<std::string> on_threads(int n, Body body) {
   std::mutex mutex;
   std::vector<std::string> failures;
-  threads::run(n, [&](threads::Transport t) {
+  Launcher::run(n, [&](auto t) {
     Communicator comm(std::move(t));
     std::vector<std::string> mine = body(comm);
     std::lock_guard<std::mutex> lock(mutex);
@@ -23,12 +32,12 @@ std::vector<std::string> on_threads(int n, Body body) {
   return failures;
 }
 
-template <class Body>
+template <class Launcher = HostThreads, class Body>
 std::vector<std::string> on_cluster(const std::string& emulate, const std::string& group, Body body) {
   const int ranks = topology::EmulationSpec::parse(emulate).rank_count().value();
   std::vector<std::string> failures;
   std::mutex mutex;
-  threads::run(ranks, [&](threads::Transport t) {
+  Launcher::run(ranks, [&](auto t) {
     CommunicatorConfig config;
     config.discovery.emulate = emulate;
     config.group = GroupSpec::parse(group, true);

@@ -95,6 +95,10 @@ class Communicator {
         topology_(config.topology ? std::move(*config.topology) : topology::discover(t_, config.discovery)),
         groups_(Groups::make(checked(topology_), config.group)),
         grouping_(config.group) {
+    if constexpr (is_stepwise_v<Transport>) {  // no receives posted ahead of the current step
+      ring_.window = 1;
+      ring_.chunk_bytes = std::numeric_limits<std::size_t>::max();
+    }
     const auto me = static_cast<std::size_t>(rank());
     intra_ = t_.split(groups_.group_of[me], groups_.index_of[me]);
     inter_ = t_.split(groups_.index_of[me], groups_.group_of[me]);
@@ -410,8 +414,11 @@ class Communicator {
                                        static_cast<std::int64_t>(ring_.window),
                                        static_cast<std::int64_t>(pipeline_chunk_)};
     std::vector<std::int64_t> all(fields * static_cast<std::size_t>(t.size()));
-    std::copy(mine, mine + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(t.rank())));
-    algorithms::bruck_all_gather(t, all.data(), fields, DataType::i64);
+    const std::size_t row = sizeof mine;
+    auto staged = t.allocate(all.size() * sizeof(std::int64_t));  // in the transport's memory space
+    t.upload(staged.data() + row * static_cast<std::size_t>(t.rank()), mine, row);
+    algorithms::bruck_all_gather(t, staged.data(), fields, DataType::i64);
+    t.download(all.data(), staged.data(), all.size() * sizeof(std::int64_t));
     auto describe = [&](int r) {
       const std::int64_t* f = all.data() + fields * static_cast<std::size_t>(r);
       return detail::concat(name_of(static_cast<Collective>(f[0])), " scope=", name_of(static_cast<Scope>(f[1])),

@@ -1,27 +1,30 @@
 #pragma once
 // Portable host storage types for IEEE binary16 (f16) and bfloat16 (bf16). Arithmetic goes through
-// float; conversion from float rounds to nearest, ties to even, and keeps NaN a NaN.
+// float; conversion from float rounds to nearest, ties to even, and keeps NaN a NaN. The same code runs
+// in paro's CUDA kernels (PARO_HOST_DEVICE), so device reductions round exactly as host ones.
 
 #include <cstdint>
 #include <cstring>
+
+#include "paro/core/host_device.hpp"
 
 namespace paro {
 
 namespace detail {
 
-inline std::uint32_t float_bits(float f) {
+PARO_HOST_DEVICE inline std::uint32_t float_bits(float f) {
   std::uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
 }
 
-inline float bits_float(std::uint32_t u) {
+PARO_HOST_DEVICE inline float bits_float(std::uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
 
-inline std::uint16_t float_to_half_bits(float f) {
+PARO_HOST_DEVICE inline std::uint16_t float_to_half_bits(float f) {
   const std::uint32_t u = float_bits(f);
   const std::uint32_t sign = (u >> 16) & 0x8000u;
   const std::uint32_t abs = u & 0x7FFFFFFFu;
@@ -46,7 +49,7 @@ inline std::uint16_t float_to_half_bits(float f) {
   return static_cast<std::uint16_t>(sign | (rounded >> 13));
 }
 
-inline float half_bits_to_float(std::uint16_t h) {
+PARO_HOST_DEVICE inline float half_bits_to_float(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exponent = (h >> 10) & 0x1Fu;
   std::uint32_t mantissa = h & 0x3FFu;
@@ -62,13 +65,13 @@ inline float half_bits_to_float(std::uint16_t h) {
   return bits_float(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
 }
 
-inline std::uint16_t float_to_bfloat_bits(float f) {
+PARO_HOST_DEVICE inline std::uint16_t float_to_bfloat_bits(float f) {
   const std::uint32_t u = float_bits(f);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
   return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-inline float bfloat_bits_to_float(std::uint16_t b) { return bits_float(static_cast<std::uint32_t>(b) << 16); }
+PARO_HOST_DEVICE inline float bfloat_bits_to_float(std::uint16_t b) { return bits_float(static_cast<std::uint32_t>(b) << 16); }
 
 }  // namespace detail
 
@@ -76,9 +79,9 @@ inline float bfloat_bits_to_float(std::uint16_t b) { return bits_float(static_ca
 struct f16 {
   std::uint16_t bits = 0;
   f16() = default;
-  explicit f16(float f) : bits(detail::float_to_half_bits(f)) {}
-  explicit operator float() const { return detail::half_bits_to_float(bits); }
-  static f16 from_bits(std::uint16_t b) {
+  PARO_HOST_DEVICE explicit f16(float f) : bits(detail::float_to_half_bits(f)) {}
+  PARO_HOST_DEVICE explicit operator float() const { return detail::half_bits_to_float(bits); }
+  PARO_HOST_DEVICE static f16 from_bits(std::uint16_t b) {
     f16 h;
     h.bits = b;
     return h;
@@ -89,9 +92,9 @@ struct f16 {
 struct bf16 {
   std::uint16_t bits = 0;
   bf16() = default;
-  explicit bf16(float f) : bits(detail::float_to_bfloat_bits(f)) {}
-  explicit operator float() const { return detail::bfloat_bits_to_float(bits); }
-  static bf16 from_bits(std::uint16_t b) {
+  PARO_HOST_DEVICE explicit bf16(float f) : bits(detail::float_to_bfloat_bits(f)) {}
+  PARO_HOST_DEVICE explicit operator float() const { return detail::bfloat_bits_to_float(bits); }
+  PARO_HOST_DEVICE static bf16 from_bits(std::uint16_t b) {
     bf16 h;
     h.bits = b;
     return h;

@@ -15,6 +15,7 @@
 
 #include "paro/core/dtype.hpp"
 #include "paro/core/error.hpp"
+#include "paro/core/host_device.hpp"
 
 namespace paro {
 
@@ -52,9 +53,10 @@ inline void validate(DataType dt) {
 
 namespace detail {
 
-// The binary operator an op applies between partial results (avg combines as sum).
+// The binary operator an op applies between partial results (avg combines as sum). The CUDA kernels
+// (paro/cuda/kernels.cuh) call these same functions, hence PARO_HOST_DEVICE and no std::min/max.
 template <class T>
-T combine(ReduceOp op, T a, T b) {
+PARO_HOST_DEVICE T combine(ReduceOp op, T a, T b) {
   if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
     return T(combine(op, static_cast<float>(a), static_cast<float>(b)));
   } else if constexpr (std::is_integral_v<T>) {
@@ -63,8 +65,8 @@ T combine(ReduceOp op, T a, T b) {
       case ReduceOp::sum:
       case ReduceOp::avg: return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
       case ReduceOp::prod: return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      case ReduceOp::min: return std::min(a, b);
-      case ReduceOp::max: return std::max(a, b);
+      case ReduceOp::min: return b < a ? b : a;
+      case ReduceOp::max: return a < b ? b : a;
     }
     return a;
   } else {
@@ -98,7 +100,7 @@ void host_reduce_typed(T* dst, const T* a, const T* b, std::size_t count, Reduce
 }
 
 template <class T>
-T divide(T value, int divisor) {
+PARO_HOST_DEVICE T divide(T value, int divisor) {
   if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
     return T(static_cast<float>(value) / static_cast<float>(divisor));
   } else if constexpr (std::is_integral_v<T>) {

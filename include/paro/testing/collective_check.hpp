@@ -139,16 +139,27 @@ CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
     const Shape shape = shape_of(c.coll, c.count, n, r);
     std::vector<T> input(shape.in), output(shape.out, element<T>(99));
     fill_inputs(input.data(), shape.in, c.dt, c.op, r, shape.first_input);
-    T* send = input.data();
-    T* recv = output.data();
-    std::vector<T> shared;  // the one buffer of an in-place call
+    // The call runs on buffers of the transport's memory space (device memory on a CUDA backend): the
+    // host buffers are staged there and back, and the check reads the host copies.
+    Transport& t = comm.transport(c.scope);
+    const std::size_t esize = sizeof(T);
+    auto send_buffer = t.allocate(shape.in * esize), recv_buffer = t.allocate(shape.out * esize);
+    auto shared_buffer = t.allocate(c.in_place ? shape.full * esize : 0);
+    char* send = send_buffer.data();
+    char* recv = recv_buffer.data();
     if (c.in_place) {
-      shared.assign(shape.full, element<T>(99));
+      std::vector<T> shared(shape.full, element<T>(99));
       std::copy(input.begin(), input.end(), shared.begin() + static_cast<std::ptrdiff_t>(shape.send_at));
-      send = shared.data() + shape.send_at;
-      recv = shared.data() + shape.recv_at;
+      t.upload(shared_buffer.data(), shared.data(), shape.full * esize);
+      send = shared_buffer.data() + shape.send_at * esize;
+      recv = shared_buffer.data() + shape.recv_at * esize;
+    } else {
+      t.upload(send, input.data(), shape.in * esize);
+      t.upload(recv, output.data(), shape.out * esize);
     }
     call(comm, c.coll, send, recv, c.count, c.dt, c.op, Options{c.algo, c.scope});
+    t.download(output.data(), recv, shape.out * esize);
+    if (!c.in_place) t.download(input.data(), send, shape.in * esize);
     std::string report;
     std::size_t wrong = 0;
     auto check = [&](const char* what, std::size_t i, T got, T want) {
@@ -165,7 +176,7 @@ CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
         const std::size_t global_i = c.coll == Collective::reduce_scatter ? static_cast<std::size_t>(r) * block + i : i;
         want = as_element<T>(expected_reduction(c.dt, c.op, n, global_i), c.op, n);
       }
-      check("recv", i, recv[i], want);
+      check("recv", i, output[i], want);
     }
     if (!c.in_place) {  // out of place, the input must be left as it was
       for (std::size_t i = 0; i < shape.in; ++i)

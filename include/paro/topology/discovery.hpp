@@ -371,7 +371,12 @@ Topology discover(Transport& t, const DiscoveryOptions& options = DiscoveryOptio
                           " bytes; at most ", block - 1, " fit\n");
   std::vector<char> all(block * static_cast<std::size_t>(t.size()), '\0');
   std::copy(text.begin(), text.end(), all.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(t.rank())));
-  algorithms::bruck_all_gather(t, all.data(), block, DataType::u8);
+  {  // exchanged in the transport's memory space (device memory on CUDA backends)
+    auto staged = t.allocate(all.size());
+    t.upload(staged.data(), all.data(), all.size());
+    algorithms::bruck_all_gather(t, staged.data(), block, DataType::u8);
+    t.download(all.data(), staged.data(), all.size());
+  }
   std::vector<LocalFacts> facts;
   for (int r = 0; r < t.size(); ++r)
     facts.push_back(LocalFacts::deserialize(std::string(all.data() + block * static_cast<std::size_t>(r))));

@@ -4,6 +4,10 @@
 // It is the embedded default and what the multi-rank tests run on.
 //
 //   paro::threads::run(8, [](paro::threads::Transport t) { paro::Communicator comm(std::move(t)); ... });
+//
+// The memory space is a policy: Transport moves host memory (HostMemory); BasicTransport<Memory> with
+// paro::cuda::DeviceMemory moves CUDA device memory, each rank on a GPU of its own or sharing one
+// (paro/cuda/threads.cuh). The policy copies the messages, allocates scratch and reduces.
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -145,17 +150,24 @@ inline void complete(const std::shared_ptr<RequestState>& s, World& world, std::
   world.doorbells[s->owner].ring();
 }
 
-// Copies a matched message and completes both sides; a size mismatch fails both with one message.
-inline void deliver(World& world, const void* src, std::size_t send_bytes, const std::shared_ptr<RequestState>& send,
-                    void* dst, std::size_t recv_bytes, const std::shared_ptr<RequestState>& recv, int sender,
-                    int receiver) {
+// Copies a matched message with copy(dst, src, bytes) (the memory space's) and completes both sides; a
+// size mismatch or a failed copy fails both with one message.
+template <class Copy>
+void deliver(World& world, const void* src, std::size_t send_bytes, const std::shared_ptr<RequestState>& send,
+             void* dst, std::size_t recv_bytes, const std::shared_ptr<RequestState>& recv, int sender, int receiver,
+             Copy&& copy) {
   std::string error;
   if (send_bytes != recv_bytes) {
     error = paro::detail::concat("message size mismatch on tag ", send->tag, ": rank ", sender, " sent ", send_bytes,
                                  " bytes, rank ", receiver, " expected ", recv_bytes,
                                  " (do all ranks call the same collective with the same count and type?)");
   } else if (send_bytes != 0) {
-    std::memcpy(dst, src, send_bytes);
+    try {
+      copy(dst, src, send_bytes);
+    } catch (const std::exception& e) {
+      error = paro::detail::concat("copying ", send_bytes, " bytes from rank ", sender, " to rank ", receiver,
+                                   " on tag ", send->tag, ": ", e.what());
+    }
   }
   complete(recv, world, error);
   complete(send, world, error);
@@ -163,7 +175,8 @@ inline void deliver(World& world, const void* src, std::size_t send_bytes, const
 
 }  // namespace detail
 
-class Transport : public HostMemory {
+template <class Memory>
+class BasicTransport : public Memory {
  public:
   static constexpr const char* name = "threads";
   static constexpr bool has_native_collectives = false;
@@ -172,8 +185,9 @@ class Transport : public HostMemory {
     std::shared_ptr<detail::RequestState> state;
   };
 
-  Transport() = default;
-  Transport(std::shared_ptr<detail::Group> group, int rank) : group_(std::move(group)), rank_(rank) {}
+  BasicTransport() = default;
+  BasicTransport(std::shared_ptr<detail::Group> group, int rank, Memory memory = {})
+      : Memory(std::move(memory)), group_(std::move(group)), rank_(rank) {}
 
   int rank() const { return rank_; }
   int size() const { return group_ ? group_->size() : 0; }
@@ -197,7 +211,7 @@ class Transport : public HostMemory {
     detail::PendingRecv recv = std::move(it->second.front());
     it->second.pop_front();
     lock.unlock();
-    detail::deliver(*group_->world, buf, bytes, state, recv.buf, recv.bytes, recv.state, rank_, peer);
+    detail::deliver(*group_->world, buf, bytes, state, recv.buf, recv.bytes, recv.state, rank_, peer, copier());
     return {state};
   }
 
@@ -217,7 +231,7 @@ class Transport : public HostMemory {
     detail::PendingSend send = std::move(it->second.front());
     it->second.pop_front();
     lock.unlock();
-    detail::deliver(*group_->world, send.buf, send.bytes, send.state, buf, bytes, state, peer, rank_);
+    detail::deliver(*group_->world, send.buf, send.bytes, send.state, buf, bytes, state, peer, rank_, copier());
     return {state};
   }
 
@@ -247,7 +261,7 @@ class Transport : public HostMemory {
   }
 
   // Collective over this communicator. A negative color means "no new communicator" (an empty one).
-  Transport split(int color, int key) {
+  BasicTransport split(int color, int key) {
     detail::Group& g = *group_;
     const std::uint64_t round_id = split_count_++;
     std::unique_lock<std::mutex> lock(g.split_mutex);
@@ -268,13 +282,13 @@ class Transport : public HostMemory {
                                          "(PARO_TIMEOUT sets the limit)"));
       g.split_cv.wait_for(lock, std::chrono::milliseconds(20));
     }
-    Transport result;
+    BasicTransport result;
     if (color >= 0) {
       auto group = round.groups.at(color);
       const auto& members = group->world_ranks;
       const int new_rank =
           static_cast<int>(std::find(members.begin(), members.end(), world_rank()) - members.begin());
-      result = Transport(std::move(group), new_rank);
+      result = BasicTransport(std::move(group), new_rank, this->for_split());
     }
     if (++round.departed == g.size()) g.split_rounds.erase(round_id);
     return result;
@@ -285,6 +299,11 @@ class Transport : public HostMemory {
   int rank_ = 0;
   std::uint64_t split_count_ = 0;
   std::vector<std::shared_ptr<detail::RequestState>> outstanding_;  // queued when posted, maybe done since
+
+  // Messages are copied by whichever side matches second, with that side's memory space (its stream).
+  auto copier() {
+    return [this](void* dst, const void* src, std::size_t bytes) { this->copy(dst, src, bytes); };
+  }
 
   void track(std::shared_ptr<detail::RequestState> s) {
     if (outstanding_.size() >= 256)  // keep the list short: forget what has completed
@@ -370,10 +389,14 @@ class Transport : public HostMemory {
   }
 };
 
-// Runs fn(Transport) on n threads, one per rank, and returns when all have returned. If a rank throws,
-// the others are woken with an error instead of waiting for it, and the first exception is rethrown here.
-template <class Fn>
-void run(int n, Fn&& fn) {
+using Transport = BasicTransport<HostMemory>;
+
+// Runs fn(BasicTransport<Memory>) on n threads, one per rank, with make_memory(rank) as each rank's memory
+// space, and returns when all have returned. If a rank throws, the others are woken with an error instead
+// of waiting for it, and the first exception is rethrown here.
+template <class MakeMemory, class Fn>
+void run_with(int n, MakeMemory&& make_memory, Fn&& fn) {
+  using Memory = std::decay_t<decltype(make_memory(0))>;
   paro::detail::require(n >= 1, "threads::run: rank count ", n, " must be at least 1");
   std::vector<int> ranks(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) ranks[static_cast<std::size_t>(r)] = r;
@@ -396,7 +419,7 @@ void run(int n, Fn&& fn) {
         if (!root_cause && world->abort_origin == r) root_cause = std::current_exception();
       };
       try {
-        fn(Transport(root, r));
+        fn(BasicTransport<Memory>(root, r, make_memory(r)));
       } catch (const std::exception& e) {
         record(paro::detail::concat("rank ", r, ": ", e.what()));
       } catch (...) {
@@ -407,6 +430,12 @@ void run(int n, Fn&& fn) {
   for (auto& t : threads) t.join();
   if (root_cause) std::rethrow_exception(root_cause);
   if (any_error) std::rethrow_exception(any_error);
+}
+
+// Runs fn(Transport) on n threads over host memory.
+template <class Fn>
+void run(int n, Fn&& fn) {
+  run_with(n, [](int) { return HostMemory{}; }, std::forward<Fn>(fn));
 }
 
 }  // namespace paro::threads

@@ -11,9 +11,14 @@
 //   void copy(void* dst, const void* src, size_t bytes)
 //   void reduce(void* dst, const void* a, const void* b, size_t count, DataType, ReduceOp)   dst = a op b
 //   void divide(void* buf, size_t count, DataType, int divisor)       the last step of avg
+//   void upload(void* dst, const void* host, size_t), download(void* host, const void* src, size_t)
+//                                      staging between the transport's memory space and the host
 //   bool concurrent_use() const        may different communicators of one rank be driven from different
 //                                      threads at once (the lanes of overlapped algorithms)
 //   static constexpr const char* name; static constexpr bool has_native_collectives
+// Optional: static constexpr bool stepwise = true where messages progress only in matched groups (NCCL's
+// grouped send/recv), so that a schedule must not post receives ahead of its current step; the
+// Communicator then runs rings one whole block and one receive at a time.
 // With has_native_collectives, also native_all_reduce / native_all_gather / native_reduce_scatter taking
 // the public verbs' arguments (the passthrough baseline).
 //
@@ -39,14 +44,17 @@ namespace paro {
 namespace detail {
 
 // Freed scratch buffers kept for reuse, as NCCL keeps its buffers and PyTorch its cached blocks: a large
-// collective would otherwise fault in fresh pages on every call. PARO_SCRATCH_CACHE (bytes, default 1G)
-// bounds what is kept; 0 turns the cache off.
-class ScratchPool {
+// collective would otherwise fault in fresh pages (or call cudaMalloc) on every call. One pool per memory
+// space: the host's, and one per CUDA device (paro/cuda/runtime.hpp). Allocator: char* allocate(size_t)
+// and void release(char*). PARO_SCRATCH_CACHE (bytes, default 1G) bounds what each pool keeps; 0 turns
+// the cache off.
+template <class Allocator>
+class CachingPool {
  public:
-  static ScratchPool& instance() {
-    static ScratchPool pool(env::bytes_or("PARO_SCRATCH_CACHE", std::size_t{1} << 30));
-    return pool;
-  }
+  explicit CachingPool(Allocator allocator = {})
+      : allocator_(std::move(allocator)), limit_(env::bytes_or("PARO_SCRATCH_CACHE", std::size_t{1} << 30)) {}
+  CachingPool(const CachingPool&) = delete;
+  CachingPool& operator=(const CachingPool&) = delete;
 
   // A buffer of at least `bytes` (and at most twice that, so small requests do not pin big blocks).
   std::pair<char*, std::size_t> take(std::size_t bytes) {
@@ -60,7 +68,7 @@ class ScratchPool {
         return found;
       }
     }
-    return {new char[bytes], bytes};
+    return {allocator_.allocate(bytes), bytes};
   }
 
   void give(char* data, std::size_t capacity) {
@@ -72,61 +80,86 @@ class ScratchPool {
         return;
       }
     }
-    delete[] data;
+    allocator_.release(data);
   }
 
-  ~ScratchPool() {
-    for (auto& [capacity, data] : free_) delete[] data;
+  ~CachingPool() {
+    for (auto& [capacity, data] : free_) allocator_.release(data);
   }
 
  private:
-  explicit ScratchPool(std::size_t limit) : limit_(limit) {}
+  Allocator allocator_;
   std::mutex mutex_;
   std::multimap<std::size_t, char*> free_;  // capacity -> buffer
   std::size_t held_ = 0;
   const std::size_t limit_;
 };
 
+struct HostAllocator {
+  char* allocate(std::size_t bytes) const { return new char[bytes]; }
+  void release(char* data) const { delete[] data; }
+};
+
+using ScratchPool = CachingPool<HostAllocator>;
+
+inline ScratchPool& host_pool() {
+  static ScratchPool pool;
+  return pool;
+}
+
 }  // namespace detail
 
-// Scratch memory on the host, for transports whose buffers live in host memory; reused through the pool.
-class HostBuffer {
+// Scratch memory taken from a CachingPool and given back to it when destroyed.
+template <class Pool>
+class PooledBuffer {
  public:
-  HostBuffer() = default;
-  explicit HostBuffer(std::size_t bytes) {
+  PooledBuffer() = default;
+  PooledBuffer(Pool& pool, std::size_t bytes) : pool_(&pool) {
     if (bytes == 0) return;
-    std::tie(data_, capacity_) = detail::ScratchPool::instance().take(bytes);
+    std::tie(data_, capacity_) = pool.take(bytes);
     bytes_ = bytes;
   }
-  HostBuffer(HostBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), capacity_(std::exchange(o.capacity_, 0)) {}
-  HostBuffer& operator=(HostBuffer&& o) noexcept {
+  PooledBuffer(PooledBuffer&& o) noexcept
+      : pool_(o.pool_), data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
+        capacity_(std::exchange(o.capacity_, 0)) {}
+  PooledBuffer& operator=(PooledBuffer&& o) noexcept {
     if (this != &o) {
       release();
+      pool_ = o.pool_;
       data_ = std::exchange(o.data_, nullptr);
       bytes_ = std::exchange(o.bytes_, 0);
       capacity_ = std::exchange(o.capacity_, 0);
     }
     return *this;
   }
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
-  ~HostBuffer() { release(); }
+  PooledBuffer(const PooledBuffer&) = delete;
+  PooledBuffer& operator=(const PooledBuffer&) = delete;
+  ~PooledBuffer() { release(); }
 
   char* data() { return data_; }
   std::size_t size() const { return bytes_; }
 
  private:
+  Pool* pool_ = nullptr;
   char* data_ = nullptr;
   std::size_t bytes_ = 0, capacity_ = 0;
 
   void release() {
-    if (data_) detail::ScratchPool::instance().give(data_, capacity_);
+    if (data_) pool_->give(data_, capacity_);
     data_ = nullptr;
   }
 };
 
-// Local memory operations of transports that move host memory (threads, mpi); backends inherit them.
+// Scratch memory on the host, for transports whose buffers live in host memory.
+class HostBuffer : public PooledBuffer<detail::ScratchPool> {
+ public:
+  HostBuffer() = default;
+  explicit HostBuffer(std::size_t bytes) : PooledBuffer(detail::host_pool(), bytes) {}
+};
+
+// The memory space of transports that move host memory (threads, mpi); backends inherit it. A memory
+// space gives scratch buffers, local copies and reductions, and the staging to and from the host that
+// tests and tools use (a no-op copy here; cudaMemcpy for device memory, paro/cuda/device_memory.cuh).
 struct HostMemory {
   static HostBuffer allocate(std::size_t bytes) { return HostBuffer(bytes); }
   static void copy(void* dst, const void* src, std::size_t bytes) {
@@ -136,6 +169,10 @@ struct HostMemory {
     host_reduce(dst, a, b, count, dt, op);
   }
   static void divide(void* buf, std::size_t count, DataType dt, int divisor) { host_divide(buf, count, dt, divisor); }
+  static void upload(void* dst, const void* host, std::size_t bytes) { copy(dst, host, bytes); }
+  static void download(void* host, const void* src, std::size_t bytes) { copy(host, src, bytes); }
+  // The memory space of a communicator split off this one (device spaces give it its own stream).
+  HostMemory for_split() const { return {}; }
 };
 
 namespace detail {
@@ -157,5 +194,15 @@ struct is_transport<
 
 template <class T>
 inline constexpr bool is_transport_v = detail::is_transport<T>::value;
+
+namespace detail {
+template <class T, class = void>
+struct is_stepwise : std::false_type {};
+template <class T>
+struct is_stepwise<T, std::enable_if_t<T::stepwise>> : std::true_type {};
+}  // namespace detail
+
+template <class T>
+inline constexpr bool is_stepwise_v = detail::is_stepwise<T>::value;
 
 }  // namespace paro

@@ -1,0 +1,309 @@
+#pragma once
+// The nccl backend: a Transport over an NCCL communicator, one GPU per rank, buffers in device memory.
+//
+//   Bootstrap: the ncclUniqueId of rank 0 travels over any host transport (mpi::Transport under mpirun,
+//   threads::Transport for ranks as threads of one process); split(color, key) is ncclCommSplit.
+//   Streams: every communicator (and every split of it) owns a non-blocking CUDA stream; its messages and
+//   its local steps (copy, reduce, divide: paro's kernels) run there, so the lanes of paro_cc, which drive
+//   different sub-communicators from different threads, run on different streams at once.
+//   Messages: isend/irecv only record the message; the first wait() on a communicator issues everything
+//   recorded since, as ncclSend/ncclRecv inside one ncclGroupStart/End, and records a CUDA event after it,
+//   which is what wait() waits for. NCCL matches a pair's messages in posting order and ignores tags, and a
+//   group progresses only as a whole, so this transport is `stepwise`: the Communicator runs rings one
+//   block and one receive at a time (see transport.hpp).
+//   Waits poll the event and ncclCommGetAsyncError; after PARO_TIMEOUT, or on an NCCL error, the
+//   communicator is aborted (ncclCommAbort) and the wait throws paro::Error. Do not use it after that.
+//   Native collectives (algorithm native): ncclAllReduce, ncclAllGather, ncclReduceScatter, NCCL's own
+//   ring or tree as NCCL_ALGO chose when the communicator was created (NCCL reads NCCL_ALGO, e.g.
+//   NCCL_ALGO=Ring or NCCL_ALGO=Tree, at ncclCommInitRank). avg is NCCL's sum then paro's divide, so that
+//   it truncates integers as every other paro algorithm does.
+//
+// Needs nvcc (it includes paro's kernels), CUDA and NCCL: the paro::cuda CMake component.
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "paro/core/dtype.hpp"
+#include "paro/core/env.hpp"
+#include "paro/core/error.hpp"
+#include "paro/core/reduce_op.hpp"
+#include "paro/cuda/device_memory.cuh"
+#include "paro/cuda/runtime.hpp"
+#include "paro/transport/transport.hpp"
+
+namespace paro::nccl {
+
+namespace detail {
+
+inline void check(ncclResult_t rc, const char* what) {
+  if (rc == ncclSuccess || rc == ncclInProgress) return;
+  throw Error(paro::detail::concat(what, " failed: ", ncclGetErrorString(rc)));
+}
+
+inline ncclDataType_t nccl_type(DataType dt) {
+  switch (dt) {
+    case DataType::f32: return ncclFloat32;
+    case DataType::f64: return ncclFloat64;
+    case DataType::f16: return ncclFloat16;
+    case DataType::bf16: return ncclBfloat16;
+    case DataType::i8: return ncclInt8;
+    case DataType::i32: return ncclInt32;
+    case DataType::i64: return ncclInt64;
+    case DataType::u8: return ncclUint8;
+  }
+  throw Error("invalid DataType");
+}
+
+inline ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return ncclSum;  // avg: paro divides once afterwards
+    case ReduceOp::prod: return ncclProd;
+    case ReduceOp::min: return ncclMin;
+    case ReduceOp::max: return ncclMax;
+  }
+  throw Error("invalid ReduceOp");
+}
+
+// An NCCL communicator, destroyed with the last Transport that uses it, or aborted when it failed.
+struct Comm {
+  ncclComm_t comm = nullptr;
+  bool failed = false;
+  ~Comm() {
+    if (!comm) return;
+    if (failed) ncclCommAbort(comm);
+    else ncclCommDestroy(comm);
+  }
+};
+
+// The event after the group that carried a message; null until the message has been issued.
+struct Completion {
+  std::shared_ptr<cuda::Event> event;
+};
+
+struct Message {
+  void* buf;
+  std::size_t bytes;
+  int peer;
+  bool is_send;
+  std::shared_ptr<Completion> completion;
+};
+
+}  // namespace detail
+
+class Transport {
+ public:
+  static constexpr const char* name = "nccl";
+  static constexpr bool has_native_collectives = true;
+  static constexpr bool stepwise = true;
+
+  struct Request {
+    std::shared_ptr<detail::Completion> completion;
+    int peer = 0;
+    int tag = 0;
+    std::size_t bytes = 0;
+    bool is_send = false;
+  };
+
+  Transport() = default;
+
+  // Collective over `host`: rank 0 of host creates the ncclUniqueId and sends it to every other rank;
+  // every rank then joins with its own GPU `device` (one GPU per rank: NCCL does not allow two ranks of
+  // one communicator on the same GPU).
+  template <class HostTransport>
+  static Transport bootstrap(HostTransport& host, int device) {
+    constexpr int tag = 0x1dcc;
+    ncclUniqueId id{};
+    if (host.rank() == 0) {
+      detail::check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      std::vector<typename HostTransport::Request> sends;
+      for (int r = 1; r < host.size(); ++r) sends.push_back(host.isend(&id, sizeof id, r, tag));
+      host.wait_all(sends);
+    } else {
+      auto request = host.irecv(&id, sizeof id, 0, tag);
+      host.wait(request);
+    }
+    cuda::set_device(device);
+    Transport t{cuda::DeviceMemory(device)};
+    detail::check(ncclCommInitRank(&t.comm_->comm, host.size(), id, host.rank()), "ncclCommInitRank");
+    t.read_shape();
+    return t;
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int device() const { return memory_.device(); }
+  cudaStream_t stream() const { return memory_.stream(); }
+  ncclComm_t comm() const { return comm_ ? comm_->comm : nullptr; }
+  // Different communicators run on different streams, driven from different threads.
+  bool concurrent_use() const { return true; }
+
+  Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
+    return post(const_cast<void*>(buf), bytes, peer, tag, true);
+  }
+  Request irecv(void* buf, std::size_t bytes, int peer, int tag) { return post(buf, bytes, peer, tag, false); }
+
+  void wait(Request& r) {
+    if (!r.completion) return;
+    if (!r.completion->event) issue_recorded();
+    guarded([&] {
+      cuda::wait_event(*r.completion->event, timeout_,
+                       paro::detail::concat("rank ", rank_, ": ", r.is_send ? "a send to rank " : "a message from rank ",
+                                            r.peer, " (", r.bytes, " bytes, tag ", r.tag, ")"),
+                       [&] { check_async_error(); });
+    });
+    r.completion.reset();
+  }
+
+  void wait_all(std::vector<Request>& requests) {
+    for (auto& r : requests) wait(r);
+    requests.clear();
+  }
+
+  // Collective: ncclCommSplit; a negative color gives an empty Transport (NCCL_SPLIT_NOCOLOR).
+  Transport split(int color, int key) {
+    issue_recorded();
+    cuda::set_device(device());
+    Transport t(memory_.for_split());
+    guarded([&] {
+      detail::check(ncclCommSplit(comm(), color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &t.comm_->comm, nullptr),
+                    "ncclCommSplit");
+    });
+    if (!t.comm_->comm) return Transport();
+    t.read_shape();
+    return t;
+  }
+
+  // Local steps in device memory, on this communicator's stream (after its messages).
+  cuda::DeviceBuffer allocate(std::size_t bytes) const { return memory_.allocate(bytes); }
+  void copy(void* dst, const void* src, std::size_t bytes) { local([&] { memory_.copy(dst, src, bytes); }); }
+  void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dt, ReduceOp op) {
+    local([&] { memory_.reduce(dst, a, b, count, dt, op); });
+  }
+  void divide(void* buf, std::size_t count, DataType dt, int divisor) {
+    local([&] { memory_.divide(buf, count, dt, divisor); });
+  }
+  void upload(void* dst, const void* host, std::size_t bytes) { copy(dst, host, bytes); }
+  void download(void* host, const void* src, std::size_t bytes) { copy(host, src, bytes); }
+
+  // Native collectives, with paro's buffer conventions (NCCL's own, in place included).
+  void native_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
+    collective("ncclAllReduce", [&] {
+      return ncclAllReduce(send, recv, count, detail::nccl_type(dt), detail::nccl_op(op), comm(), stream());
+    });
+    if (op == ReduceOp::avg) divide(recv, count, dt, size_);
+  }
+  void native_all_gather(const void* send, void* recv, std::size_t count, DataType dt) {
+    collective("ncclAllGather", [&] { return ncclAllGather(send, recv, count, detail::nccl_type(dt), comm(), stream()); });
+  }
+  void native_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
+    collective("ncclReduceScatter", [&] {
+      return ncclReduceScatter(send, recv, count, detail::nccl_type(dt), detail::nccl_op(op), comm(), stream());
+    });
+    if (op == ReduceOp::avg) divide(recv, count, dt, size_);
+  }
+
+ private:
+  cuda::DeviceMemory memory_;
+  std::shared_ptr<detail::Comm> comm_;
+  std::vector<detail::Message> recorded_;  // posted, not yet issued to NCCL
+  int rank_ = 0, size_ = 0;
+  double timeout_ = 300.0;
+
+  explicit Transport(cuda::DeviceMemory memory)
+      : memory_(std::move(memory)), comm_(std::make_shared<detail::Comm>()), timeout_(env::timeout_seconds()) {}
+
+  void read_shape() {
+    detail::check(ncclCommUserRank(comm(), &rank_), "ncclCommUserRank");
+    detail::check(ncclCommCount(comm(), &size_), "ncclCommCount");
+  }
+
+  Request post(void* buf, std::size_t bytes, int peer, int tag, bool is_send) {
+    const char* what = is_send ? "isend" : "irecv";
+    paro::detail::require(comm() != nullptr, what, " on an empty nccl communicator (split with a negative color)");
+    paro::detail::require(peer >= 0 && peer < size_, what, ": peer ", peer, " is outside the communicator [0, ", size_, ")");
+    paro::detail::require(tag >= 0, what, ": tag ", tag, " is negative; tags are >= 0");
+    auto completion = std::make_shared<detail::Completion>();
+    recorded_.push_back({buf, bytes, peer, is_send, completion});
+    return {completion, peer, tag, bytes, is_send};
+  }
+
+  // Issues every recorded message as one NCCL group on the stream, then the event that marks its end.
+  void issue_recorded() {
+    if (recorded_.empty()) return;
+    std::vector<detail::Message> messages = std::move(recorded_);
+    recorded_.clear();
+    guarded([&] {
+      cuda::set_device(device());
+      detail::check(ncclGroupStart(), "ncclGroupStart");
+      for (const auto& m : messages) {
+        if (m.is_send)
+          detail::check(ncclSend(m.buf, m.bytes, ncclUint8, m.peer, comm(), stream()), "ncclSend");
+        else
+          detail::check(ncclRecv(m.buf, m.bytes, ncclUint8, m.peer, comm(), stream()), "ncclRecv");
+      }
+      detail::check(ncclGroupEnd(), "ncclGroupEnd");
+      auto event = std::make_shared<cuda::Event>(device());
+      event->record(stream());
+      for (auto& m : messages) m.completion->event = event;
+    });
+  }
+
+  template <class Call>
+  void collective(const char* what, Call&& call) {
+    issue_recorded();
+    guarded([&] {
+      cuda::set_device(device());
+      detail::check(call(), what);
+      cuda::Event done(device());
+      done.record(stream());
+      cuda::wait_event(done, timeout_, paro::detail::concat("rank ", rank_, ": ", what), [&] { check_async_error(); });
+    });
+  }
+
+  template <class Step>
+  void local(Step&& step) {
+    issue_recorded();
+    guarded(step);
+  }
+
+  void check_async_error() const {
+    ncclResult_t async = ncclSuccess;
+    detail::check(ncclCommGetAsyncError(comm(), &async), "ncclCommGetAsyncError");
+    if (async != ncclSuccess && async != ncclInProgress)
+      throw Error(paro::detail::concat("rank ", rank_, ": the NCCL communicator failed: ", ncclGetErrorString(async)));
+  }
+
+  // A failure leaves the communicator unusable: abort it now, so that no kernel of it keeps the GPU busy.
+  template <class Step>
+  void guarded(Step&& step) {
+    try {
+      step();
+    } catch (const Error&) {
+      if (comm_ && comm_->comm && !comm_->failed) {
+        comm_->failed = true;
+        ncclCommAbort(comm_->comm);
+        comm_->comm = nullptr;
+      }
+      throw;
+    }
+  }
+};
+
+// The GPU of this process among its node's: the launcher's local rank (Open MPI, Slurm, torchrun, MPICH)
+// modulo the GPUs visible, 0 without a launcher.
+inline int local_device() {
+  const int gpus = cuda::device_count();
+  paro::detail::require(gpus > 0, "nccl: no usable GPU (", cuda::device_census().why_none, ")");
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK", "MPI_LOCALRANKID"})
+    if (auto v = env::get(var)) return static_cast<int>(env::parse_integer(*v, var, 0, 1 << 20)) % gpus;
+  return 0;
+}
+
+}  // namespace paro::nccl
