@@ -4,6 +4,13 @@
 //   paro-bench -t 8 --emulate nodes=2,ranks=4,intra_gbps=20,inter_gbps=2 --coll all --algo all -b 64M -e 64M
 //   mpirun -np 4 paro-bench --backend mpi --coll all_gather --algo ring,native
 //   paro-bench -t 2 --emulate nodes=2,ranks=1,inter_gbps=1 --coll compressed_all_reduce --ratio 32 --shape 16384x1024
+//   paro-bench-cuda --backend threads --device cuda -t 8 --emulate nodes=2,ranks=4 --algo all   (ranks share the GPUs)
+//   mpirun -np 16 paro-bench-cuda --backend nccl --emulate ... --algo native,paro_cc           (one GPU per rank)
+//
+// paro-bench-cuda is this file compiled by nvcc (paro_bench_cuda.cu; PARO_HAVE_CUDA): it adds --backend
+// nccl (bootstrapped over MPI where built with it, else over -t thread ranks) and --device cuda for the
+// threads backend. Buffers live in the backend's memory space; inputs are filled and checked on the host
+// and staged with cudaMemcpy. Device runs are not paced (no emulated link speeds, no --trace).
 //
 // Messages go through the paced transport (transport/paced.hpp): with link keys in --emulate they take
 // the emulated links' time; --trace FILE writes every message of one call per (algorithm, size) as a
@@ -37,6 +44,10 @@
 #ifdef PARO_HAVE_MPI
 #include "paro/transport/mpi.hpp"
 #endif
+#ifdef PARO_HAVE_CUDA
+#include "paro/cuda/threads.cuh"
+#include "paro/transport/nccl.hpp"
+#endif
 #ifdef PARO_HAVE_COMPRESSION
 #include "compressed_bench.hpp"
 #endif
@@ -50,6 +61,7 @@ using paro::ReduceOp;
 
 struct Settings {
   std::string backend = "threads";
+  std::string device = "host";  // threads backend: host or cuda
   int thread_ranks = 8;
   std::string coll = "all_reduce";
   std::string algos = "automatic";
@@ -151,7 +163,7 @@ class Bench {
     for (std::size_t bytes : sizes(dt))
       for (Algorithm algo : algos_) {
         const paro::testing::Shape shape = shape_for(dt, bytes);
-        paro::HostBuffer send(shape.in * paro::size_of(dt)), recv(shape.out * paro::size_of(dt));
+        auto send = t_.allocate(shape.in * paro::size_of(dt)), recv = t_.allocate(shape.out * paro::size_of(dt));
         auto once = [&] {
           paro::testing::call(comm_, coll_, send.data(), recv.data(), count_for(dt, bytes), dt, op, {algo, scope_});
         };
@@ -256,8 +268,11 @@ class Bench {
     const std::size_t count = count_for(dt, bytes);
     const paro::testing::Shape shape = shape_for(dt, bytes);
     Row row{bytes, total, dt, op, {0, 0}, {0, 0}};
-    paro::HostBuffer send(shape.in * esize), recv(shape.out * esize), shared(shape.full * esize);
-    paro::testing::fill_inputs(send.data(), shape.in, dt, op, r, shape.first_input);
+    // In the backend's memory space; inputs are made on the host and staged there.
+    auto send = t_.allocate(shape.in * esize), recv = t_.allocate(shape.out * esize), shared = t_.allocate(shape.full * esize);
+    std::vector<char> inputs(shape.in * esize);
+    paro::testing::fill_inputs(inputs.data(), shape.in, dt, op, r, shape.first_input);
+    t_.upload(send.data(), inputs.data(), inputs.size());
     for (int placement = 0; placement < 2; ++placement) {
       const bool in_place = placement == 1;
       if (s_.check) {
@@ -267,7 +282,7 @@ class Bench {
       }
       char* in = in_place ? shared.data() + shape.send_at * esize : send.data();
       char* out = in_place ? shared.data() + shape.recv_at * esize : recv.data();
-      if (in_place) paro::testing::fill_inputs(in, shape.in, dt, op, r, shape.first_input);
+      if (in_place) t_.upload(in, inputs.data(), inputs.size());
       auto once = [&] { paro::testing::call(comm_, coll_, in, out, count, dt, op, {algo, scope_}); };
       for (int i = 0; i < s_.warmup; ++i) once();
       comm_.barrier();
@@ -279,15 +294,19 @@ class Bench {
     return row;
   }
 
-  double mean_over_ranks(double v) {
-    comm_.all_reduce(&v, &v, 1, ReduceOp::sum, {Algorithm::tree});
-    return v / comm_.size();
-  }
+  double mean_over_ranks(double v) { return summed(v) / comm_.size(); }
 
-  std::size_t sum_over_ranks(std::size_t v) {
-    auto x = static_cast<std::int64_t>(v);
-    comm_.all_reduce(&x, &x, 1, ReduceOp::sum, {Algorithm::tree});
-    return static_cast<std::size_t>(x);
+  std::size_t sum_over_ranks(std::size_t v) { return static_cast<std::size_t>(summed(static_cast<std::int64_t>(v))); }
+
+  // The sum over all ranks, staged through the backend's memory space.
+  template <class V>
+  V summed(V v) {
+    Transport& t = comm_.transport();
+    auto staged = t.allocate(sizeof v);
+    t.upload(staged.data(), &v, sizeof v);
+    comm_.all_reduce(staged.data(), staged.data(), 1, paro::data_type_v<V>, ReduceOp::sum, {Algorithm::tree});
+    t.download(&v, staged.data(), sizeof v);
+    return v;
   }
 
   double algbw(const Row& row, int p) const {
@@ -571,6 +590,12 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
               Transport::name, comm.size(), paro::algorithms::to_json(m).c_str(), path.c_str(), path.c_str());
 }
 
+// Device backends measure without pacing, tracing or calibration (which work on host buffers).
+void reject_host_only_options(const Settings& s, const char* what) {
+  paro::detail::require(s.trace_path.empty() && s.calibrate_path.empty(), what,
+                        ": --trace and --calibrate work on host backends only");
+}
+
 template <class Transport>
 std::size_t run_or_calibrate(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
   if (s.calibrate_path.empty()) return run_on(comm, s, records);
@@ -606,7 +631,12 @@ int main(int argc, char** argv) {
   app.add_option("-d,--datatype", s.dtypes, "types, comma-separated, or all")->capture_default_str();
   app.add_option("-o,--op", s.ops, "reduction ops, comma-separated, or all")->capture_default_str();
   app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")->capture_default_str()->check(CLI::Range(1, 1024));
+#ifdef PARO_HAVE_CUDA
+  app.add_option("--backend", s.backend, "threads, mpi or nccl")->capture_default_str()->check(CLI::IsMember({"threads", "mpi", "nccl"}));
+  app.add_option("--device", s.device, "threads backend: buffers in host or cuda (device) memory")->capture_default_str()->check(CLI::IsMember({"host", "cuda"}));
+#else
   app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str()->check(CLI::IsMember({"threads", "mpi"}));
+#endif
   app.add_option("--coll", s.coll, "all_reduce, all_gather, reduce_scatter, compressed_all_reduce, comma-separated, or all (the first three)")->capture_default_str();
   app.add_option("--algo", s.algos, "algorithms, comma-separated (ring tree mics_hcs paro_seq paro_cc native automatic), or all")->capture_default_str();
   app.add_option("--trace", s.trace_path, "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of one call per algorithm and size");
@@ -627,21 +657,55 @@ int main(int argc, char** argv) {
   try {
     nlohmann::json records = nlohmann::json::array();
     std::size_t wrong = 0;
+    if (s.backend == "threads" && s.thread_ranks % 2 == 0 && s.emulate.empty() && !paro::env::get("PARO_EMULATE"))
+      s.emulate = "nodes=2";
+    // The records and the error count of rank 0 (the threads backends run every rank in this process).
+    std::mutex m;
+    auto keep = [&](int rank, nlohmann::json& mine, std::size_t w) {
+      if (rank != 0) return;
+      std::lock_guard<std::mutex> lock(m);
+      records = std::move(mine);
+      wrong = w;
+    };
+#ifdef PARO_HAVE_CUDA
+    if (s.backend == "threads" && s.device == "cuda") {
+      reject_host_only_options(s, "--device cuda");
+      paro::threads::run_on_devices(s.thread_ranks, [&](paro::threads::DeviceTransport t) {
+        paro::Communicator comm(std::move(t), config_for(s));
+        nlohmann::json mine = nlohmann::json::array();
+        keep(comm.rank(), mine, run_on(comm, s, mine));
+      });
+      write_json(s, records);
+      return wrong == 0 ? 0 : 1;
+    }
+    if (s.backend == "nccl") {
+      reject_host_only_options(s, "--backend nccl");
+#ifdef PARO_HAVE_MPI
+      paro::mpi::Environment env(&argc, &argv);
+      auto host = paro::mpi::Transport::world();
+      paro::Communicator comm(paro::nccl::Transport::bootstrap(host, paro::nccl::local_device()), config_for(s));
+      wrong = run_on(comm, s, records);
+      if (comm.rank() == 0) write_json(s, records);
+#else  // one process: -t thread ranks, one GPU each
+      paro::threads::run(s.thread_ranks, [&](paro::threads::Transport host) {
+        paro::Communicator comm(paro::nccl::Transport::bootstrap(host, host.rank()), config_for(s));
+        nlohmann::json mine = nlohmann::json::array();
+        keep(comm.rank(), mine, run_on(comm, s, mine));
+      });
+      write_json(s, records);
+#endif
+      return wrong == 0 ? 0 : 1;
+    }
+#endif
+    paro::detail::require(s.device == "host", "--device ", s.device, ": this paro-bench was built without CUDA (use paro-bench-cuda)");
     if (s.backend == "threads") {
-      if (s.emulate.empty() && !paro::env::get("PARO_EMULATE") && s.thread_ranks % 2 == 0) s.emulate = "nodes=2";
       const paro::CommunicatorConfig config = config_for(s);
       const auto spec = emulation_of(s);
-      std::mutex m;
       paro::threads::run(s.thread_ranks, [&](paro::threads::Transport t) {
         using Paced = paro::paced::Transport<paro::threads::Transport>;
         paro::Communicator comm(Paced::wrap(std::move(t), spec, !s.trace_path.empty()), config);
         nlohmann::json mine = nlohmann::json::array();
-        const std::size_t w = run_or_calibrate(comm, s, mine);
-        if (comm.rank() == 0) {
-          std::lock_guard<std::mutex> lock(m);
-          records = std::move(mine);
-          wrong = w;
-        }
+        keep(comm.rank(), mine, run_or_calibrate(comm, s, mine));
       });
       write_json(s, records);
     } else {
