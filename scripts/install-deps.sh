@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make ninja-build pkg-config
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev googletest
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev
   librandom123-dev libopenblas-dev libucx-dev
@@ -27,4 +27,12 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   echo "install-deps: all ${#packages[@]} packages present"
+fi
+
+# The CUDA toolkit and NCCL are not Debian packages here: preinstalled under /usr/local/cuda, or absent
+# (then the CUDA stage is skipped). googletest: its sources, which scripts/gpu-prepare.sh copies.
+if PATH="/usr/local/cuda/bin:$PATH" command -v nvcc >/dev/null; then
+  echo "install-deps: nvcc found ($(PATH="/usr/local/cuda/bin:$PATH" nvcc --version | tail -1))"
+else
+  echo "install-deps: no nvcc; the CUDA stage will be skipped"
 fi

@@ -3,7 +3,8 @@
 #   1. the Release build: unit tests, threads tests at 1..16 ranks, mpirun at 2/3/4/8 ranks, the C++20 check;
 #   2. ASan+UBSan and TSan builds of the unit, threads and SEPARATE tests (the mpi tests stay in step 1: Open MPI's
 #      own allocations would drown ASan's report);
-#   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory.
+#   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory;
+#   4. where nvcc is found: the CUDA targets compiled and linked, the GPU tests run (they skip without a GPU).
 # Ends with one line "stages: N passed, M failed" over those stages. PARO_JOBS sets build parallelism (2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,7 @@ stage() {  # stage NAME COMMAND...: runs a stage, counts it, keeps going so that
 }
 
 ./scripts/install-deps.sh || exit 1
+export PATH="/usr/local/cuda/bin:$PATH"  # the CUDA toolkit is preinstalled there, not a Debian package
 
 main_build() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j "$jobs"
@@ -73,6 +75,20 @@ consumers() {
     cmake --build build/consumer-subdir && build/consumer-subdir/paro-consumer
 }
 stage "install + find_package and add_subdirectory consumers" consumers
+
+# CUDA: nvcc compiles every GPU header (the GPU tests include them all) and links the GPU tests and the
+# kernels benchmark; without a GPU every GPU test reports SKIPPED. paro-bench-cuda (the slowest CUDA
+# translation unit) is built by scripts/gpu-check.sh only, to keep this stage to a few minutes.
+cuda_stage() {
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARO_CUDA_ONLY=ON -DPARO_WITH_MPI=OFF >/dev/null &&
+    cmake --build build-cuda -j "$jobs" --target paro-tests-gpu paro-cuda-kernels-bench &&
+    build-cuda/bin/paro-tests-gpu --gtest_brief=1 && build-cuda/bin/paro-cuda-kernels-bench
+}
+if command -v nvcc >/dev/null; then
+  stage "CUDA compile + link (GPU tests skip)" cuda_stage
+else
+  echo "=== CUDA compile + link: skipped, nvcc not found"
+fi
 
 if ((failed)); then printf 'failed stage: %s\n' "${failures[@]}"; fi
 echo "stages: $passed passed, $failed failed"

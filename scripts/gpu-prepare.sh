@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Fills third_party/ (ignored by git) with what scripts/gpu-check.sh needs on a GPU machine that has no
+# package manager access: GoogleTest's sources (Debian's googletest package, /usr/src/googletest) and the
+# header-only CLI11 and nlohmann-json. Prints the `carry` list for the device runner.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -f /usr/src/googletest/CMakeLists.txt ] || { echo "gpu-prepare: /usr/src/googletest missing (apt-get install googletest)" >&2; exit 1; }
+rm -rf third_party/googletest third_party/include
+mkdir -p third_party/include
+cp -r /usr/src/googletest third_party/googletest
+cp -r /usr/include/CLI /usr/include/nlohmann third_party/include/
+echo "gpu-prepare: third_party/ filled ($(du -sh third_party | cut -f1))"
+echo 'carry: ["third_party"]'
