@@ -590,11 +590,13 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
               Transport::name, comm.size(), paro::algorithms::to_json(m).c_str(), path.c_str(), path.c_str());
 }
 
+#ifdef PARO_HAVE_CUDA
 // Device backends measure without pacing, tracing or calibration (which work on host buffers).
 void reject_host_only_options(const Settings& s, const char* what) {
   paro::detail::require(s.trace_path.empty() && s.calibrate_path.empty(), what,
                         ": --trace and --calibrate work on host backends only");
 }
+#endif
 
 template <class Transport>
 std::size_t run_or_calibrate(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
