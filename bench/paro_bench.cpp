@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_clock.hpp"
 #include "paro/algorithms/lanes.hpp"
 #include "paro/paro.hpp"
 #include "paro/testing/collective_check.hpp"
@@ -271,9 +272,9 @@ class Bench {
       auto once = [&] { paro::testing::call(comm_, coll_, in, out, count, dt, op, {algo, scope_}); };
       for (int i = 0; i < s_.warmup; ++i) once();
       comm_.barrier();
-      const auto start = std::chrono::steady_clock::now();
+      const double start = paro::bench::now_us();
       for (int i = 0; i < s_.iters; ++i) once();
-      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      const double us = paro::bench::now_us() - start;
       row.time_us[placement] = mean_over_ranks(us / std::max(1, s_.iters));
     }
     return row;
@@ -500,9 +501,9 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
   auto timed = [&](int repeats, auto&& fn) {
     fn();  // warm-up
     comm.barrier();
-    const auto start = std::chrono::steady_clock::now();
+    const double start = paro::bench::now_us();
     for (int i = 0; i < repeats; ++i) fn();
-    return mean_over_ranks(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()) /
+    return mean_over_ranks(paro::bench::now_us() - start) /
            repeats;
   };
   // One step of a ring all-gather of `block` bytes per rank in scope s: {latency us, us per byte}.
