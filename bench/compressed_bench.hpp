@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_clock.hpp"
 #include "paro/compression/separate.hpp"
 #include "paro/core/env.hpp"
 #include "paro/testing/separate_check.hpp"
@@ -67,10 +68,9 @@ class CompressedBench {
   double timed(F&& call) {
     for (int i = 0; i < run_.warmup; ++i) call();
     comm_.barrier();
-    const auto start = std::chrono::steady_clock::now();
+    const double start = now_us();
     for (int i = 0; i < run_.iters; ++i) call();
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
-                std::max(1, run_.iters);
+    double us = (now_us() - start) / std::max(1, run_.iters);
     comm_.all_reduce(&us, &us, 1, ReduceOp::sum, {Algorithm::tree});
     return us / comm_.size();
   }

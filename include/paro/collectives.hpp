@@ -382,7 +382,8 @@ class Communicator {
     p.ring = ring_;
     p.overlap = plan.algorithm == Algorithm::paro_cc;
     p.concurrent = t_.concurrent_use();
-    p.pipeline_chunk_bytes = plan.pipeline_chunk_bytes;
+    // Lanes that run one after the other gain nothing from a pipeline, and every piece costs its latency.
+    p.pipeline_chunk_bytes = p.concurrent ? plan.pipeline_chunk_bytes : 0;
     return p;
   }
 

@@ -121,7 +121,7 @@ struct DeviceAllocator {
     check(cudaMalloc(&p, bytes), paro::detail::concat("cudaMalloc of ", bytes, " bytes").c_str());
     return static_cast<char*>(p);
   }
-  void release(char* data) const {
+  void release(char* data, std::size_t) const {
     cudaSetDevice(device);
     cudaFree(data);  // errors ignored: at exit the driver may already be gone
   }

@@ -43,10 +43,38 @@ namespace paro {
 
 namespace detail {
 
+// Under a simulator that models only time (bench/sim: SimGrid SMPI, which defines PARO_SIMULATED_DATA_BYTES),
+// host buffers of at least that many bytes share one physical copy across the simulated ranks and nothing
+// computes on them: only the simulated time of moving them counts. Smaller ones (the benchmark's own
+// bookkeeping) stay real.
+inline bool simulated_data(std::size_t bytes) {
+#ifdef PARO_SIMULATED_DATA_BYTES
+  return bytes >= PARO_SIMULATED_DATA_BYTES;
+#else
+  (void)bytes;
+  return false;
+#endif
+}
+
+inline char* host_allocate(std::size_t bytes) {
+#ifdef PARO_SIMULATED_DATA_BYTES
+  if (simulated_data(bytes)) return static_cast<char*>(SMPI_SHARED_MALLOC(bytes));
+#endif
+  return new char[bytes];
+}
+
+inline void host_free(char* data, std::size_t capacity) {
+#ifdef PARO_SIMULATED_DATA_BYTES
+  if (simulated_data(capacity)) return SMPI_SHARED_FREE(data);
+#endif
+  (void)capacity;
+  delete[] data;
+}
+
 // Freed scratch buffers kept for reuse, as NCCL keeps its buffers and PyTorch its cached blocks: a large
 // collective would otherwise fault in fresh pages (or call cudaMalloc) on every call. One pool per memory
 // space: the host's, and one per CUDA device (paro/cuda/runtime.hpp). Allocator: char* allocate(size_t)
-// and void release(char*). PARO_SCRATCH_CACHE (bytes, default 1G) bounds what each pool keeps; 0 turns
+// and void release(char*, size_t bytes). PARO_SCRATCH_CACHE (bytes, default 1G) bounds what each pool keeps; 0 turns
 // the cache off.
 template <class Allocator>
 class CachingPool {
@@ -71,8 +99,10 @@ class CachingPool {
     return {allocator_.allocate(bytes), bytes};
   }
 
+  // Simulated buffers are not kept: remaking them costs nothing, and SMPI must see them freed before the
+  // simulation ends.
   void give(char* data, std::size_t capacity) {
-    {
+    if (!simulated_data(capacity)) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (held_ + capacity <= limit_) {
         free_.emplace(capacity, data);
@@ -80,11 +110,11 @@ class CachingPool {
         return;
       }
     }
-    allocator_.release(data);
+    allocator_.release(data, capacity);
   }
 
   ~CachingPool() {
-    for (auto& [capacity, data] : free_) allocator_.release(data);
+    for (auto& [capacity, data] : free_) allocator_.release(data, capacity);
   }
 
  private:
@@ -96,8 +126,8 @@ class CachingPool {
 };
 
 struct HostAllocator {
-  char* allocate(std::size_t bytes) const { return new char[bytes]; }
-  void release(char* data) const { delete[] data; }
+  char* allocate(std::size_t bytes) const { return host_allocate(bytes); }
+  void release(char* data, std::size_t bytes) const { host_free(data, bytes); }
 };
 
 using ScratchPool = CachingPool<HostAllocator>;
@@ -163,12 +193,14 @@ class HostBuffer : public PooledBuffer<detail::ScratchPool> {
 struct HostMemory {
   static HostBuffer allocate(std::size_t bytes) { return HostBuffer(bytes); }
   static void copy(void* dst, const void* src, std::size_t bytes) {
-    if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
+    if (bytes != 0 && dst != src && !detail::simulated_data(bytes)) std::memmove(dst, src, bytes);
   }
   static void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dt, ReduceOp op) {
-    host_reduce(dst, a, b, count, dt, op);
+    if (!detail::simulated_data(count * size_of(dt))) host_reduce(dst, a, b, count, dt, op);
   }
-  static void divide(void* buf, std::size_t count, DataType dt, int divisor) { host_divide(buf, count, dt, divisor); }
+  static void divide(void* buf, std::size_t count, DataType dt, int divisor) {
+    if (!detail::simulated_data(count * size_of(dt))) host_divide(buf, count, dt, divisor);
+  }
   static void upload(void* dst, const void* host, std::size_t bytes) { copy(dst, host, bytes); }
   static void download(void* host, const void* src, std::size_t bytes) { copy(host, src, bytes); }
   // The memory space of a communicator split off this one (device spaces give it its own stream).

@@ -1,0 +1,21 @@
+#pragma once
+// The benchmarks' clock, in microseconds: the wall clock, or under SimGrid SMPI (built with
+// -DPARO_SIMULATED_CLOCK) the simulated time of MPI_Wtime, since the process's own clock would then time
+// the simulator rather than the simulated cluster.
+
+#include <chrono>
+#ifdef PARO_SIMULATED_CLOCK
+#include <mpi.h>
+#endif
+
+namespace paro::bench {
+
+inline double now_us() {
+#ifdef PARO_SIMULATED_CLOCK
+  return MPI_Wtime() * 1e6;
+#else
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+#endif
+}
+
+}  // namespace paro::bench
