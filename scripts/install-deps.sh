@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package paro's build, tests and benchmarks use (fortunes: paro-train's text).
+# Installs every Debian package paro's build, tests and benchmarks use (fortunes: paro-train's text;
+# libsimgrid-dev: smpicxx and smpirun for the simulated scale study, bench/sim).
 # Idempotent: packages already present are skipped, so a second run costs one `dpkg-query` and no network.
 set -euo pipefail
 
@@ -9,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev
   librandom123-dev libopenblas-dev libucx-dev
+  libsimgrid-dev
   python3-matplotlib
   fortunes
 )

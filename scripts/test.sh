@@ -4,7 +4,8 @@
 #   2. ASan+UBSan and TSan builds of the unit, threads and SEPARATE tests (the mpi tests stay in step 1: Open MPI's
 #      own allocations would drown ASan's report);
 #   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory;
-#   4. where nvcc is found: the CUDA targets compiled and linked, the GPU tests run (they skip without a GPU).
+#   4. where nvcc is found: the CUDA targets compiled and linked, the GPU tests run (they skip without a GPU);
+#   5. paro-bench built against SimGrid's SMPI and run on 16 simulated ranks (bench/sim/run --tiny).
 # Ends with one line "stages: N passed, M failed" over those stages. PARO_JOBS sets build parallelism (2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,11 +78,10 @@ consumers() {
 stage "install + find_package and add_subdirectory consumers" consumers
 
 # CUDA: nvcc compiles every GPU header (the GPU tests include them all) and links the GPU tests and the
-# kernels benchmark; without a GPU every GPU test reports SKIPPED. paro-bench-cuda (the slowest CUDA
-# translation unit) is built by scripts/gpu-check.sh only, to keep this stage to a few minutes.
+# benchmarks (paro-bench-cuda, the kernels benchmark); without a GPU every GPU test reports SKIPPED.
 cuda_stage() {
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARO_CUDA_ONLY=ON -DPARO_WITH_MPI=OFF >/dev/null &&
-    cmake --build build-cuda -j "$jobs" --target paro-tests-gpu paro-cuda-kernels-bench &&
+    cmake --build build-cuda -j "$jobs" --target paro-tests-gpu paro-cuda-kernels-bench paro-bench-cuda &&
     build-cuda/bin/paro-tests-gpu --gtest_brief=1 && build-cuda/bin/paro-cuda-kernels-bench
 }
 if command -v nvcc >/dev/null; then
@@ -89,6 +89,9 @@ if command -v nvcc >/dev/null; then
 else
   echo "=== CUDA compile + link: skipped, nvcc not found"
 fi
+
+# The scale study's build and one tiny simulation, so that the SMPI path cannot rot (bench/sim/run).
+stage "SimGrid SMPI build + 16 simulated ranks" bench/sim/run --tiny --out build-smpi/ci
 
 if ((failed)); then printf 'failed stage: %s\n' "${failures[@]}"; fi
 echo "stages: $passed passed, $failed failed"

@@ -193,7 +193,7 @@ class HostBuffer : public PooledBuffer<detail::ScratchPool> {
 struct HostMemory {
   static HostBuffer allocate(std::size_t bytes) { return HostBuffer(bytes); }
   static void copy(void* dst, const void* src, std::size_t bytes) {
-    if (bytes != 0 && dst != src && !detail::simulated_data(bytes)) std::memmove(dst, src, bytes);
+    if (!detail::simulated_data(bytes)) move(dst, src, bytes);
   }
   static void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dt, ReduceOp op) {
     if (!detail::simulated_data(count * size_of(dt))) host_reduce(dst, a, b, count, dt, op);
@@ -201,10 +201,16 @@ struct HostMemory {
   static void divide(void* buf, std::size_t count, DataType dt, int divisor) {
     if (!detail::simulated_data(count * size_of(dt))) host_divide(buf, count, dt, divisor);
   }
-  static void upload(void* dst, const void* host, std::size_t bytes) { copy(dst, host, bytes); }
-  static void download(void* host, const void* src, std::size_t bytes) { copy(host, src, bytes); }
+  // Staged host data is always real, also under a simulator (detail::simulated_data).
+  static void upload(void* dst, const void* host, std::size_t bytes) { move(dst, host, bytes); }
+  static void download(void* host, const void* src, std::size_t bytes) { move(host, src, bytes); }
   // The memory space of a communicator split off this one (device spaces give it its own stream).
   HostMemory for_split() const { return {}; }
+
+ private:
+  static void move(void* dst, const void* src, std::size_t bytes) {
+    if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
+  }
 };
 
 namespace detail {
