@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARO_WITH_CUDA=OFF >/dev/null
 cmake --build build -j "${PARO_JOBS:-2}" --target paro-bench
 out=${RESULTS_DIR:-results}
 mkdir -p "$out"

@@ -34,14 +34,15 @@ stage() {  # stage NAME COMMAND...: runs a stage, counts it, keeps going so that
 export PATH="/usr/local/cuda/bin:$PATH"  # the CUDA toolkit is preinstalled there, not a Debian package
 
 main_build() {
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j "$jobs"
+  # CUDA is built once, in its own stage below.
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARO_WITH_CUDA=OFF >/dev/null && cmake --build build -j "$jobs"
 }
 stage "release build" main_build || true
 stage "ctest (unit, threads 1..16 ranks, mpirun 2/3/4/8, C++20)" ctest --test-dir build --output-on-failure
 
 sanitizer_build() {  # sanitizer_build DIR KIND OPTIMISATION
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$3" -DPARO_SANITIZE="$2" \
-    -DPARO_BUILD_BENCH=OFF -DPARO_BUILD_EXAMPLES=OFF -DPARO_WITH_MPI=OFF >/dev/null &&
+    -DPARO_BUILD_BENCH=OFF -DPARO_BUILD_EXAMPLES=OFF -DPARO_WITH_MPI=OFF -DPARO_WITH_CUDA=OFF >/dev/null &&
     cmake --build "$1" -j "$jobs" --target paro-tests-core paro-tests-threads &&
     if grep -q 'paro-tests-separate:' "$1/build.ninja"; then cmake --build "$1" -j "$jobs" --target paro-tests-separate; fi
 }
