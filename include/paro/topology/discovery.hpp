@@ -33,6 +33,7 @@
 #include "paro/topology/emulation.hpp"
 #include "paro/topology/topology.hpp"
 #include "paro/topology/topology_file.hpp"
+#include "paro/transport/transport.hpp"
 
 namespace paro::topology {
 
@@ -371,7 +372,11 @@ Topology discover(Transport& t, const DiscoveryOptions& options = DiscoveryOptio
                           " bytes; at most ", block - 1, " fit\n");
   std::vector<char> all(block * static_cast<std::size_t>(t.size()), '\0');
   std::copy(text.begin(), text.end(), all.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(t.rank())));
-  {  // exchanged in the transport's memory space (device memory on CUDA backends)
+  // Exchanged in the transport's memory space: staged through device memory on CUDA backends; on host
+  // backends the vector itself (staged, it would be a simulated buffer under SMPI at 1024 ranks).
+  if constexpr (std::is_base_of_v<paro::HostMemory, Transport>) {
+    algorithms::bruck_all_gather(t, all.data(), block, DataType::u8);
+  } else {
     auto staged = t.allocate(all.size());
     t.upload(staged.data(), all.data(), all.size());
     algorithms::bruck_all_gather(t, staged.data(), block, DataType::u8);
