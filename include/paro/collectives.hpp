@@ -415,11 +415,8 @@ class Communicator {
                                        static_cast<std::int64_t>(ring_.window),
                                        static_cast<std::int64_t>(pipeline_chunk_)};
     std::vector<std::int64_t> all(fields * static_cast<std::size_t>(t.size()));
-    const std::size_t row = sizeof mine;
-    auto staged = t.allocate(all.size() * sizeof(std::int64_t));  // in the transport's memory space
-    t.upload(staged.data() + row * static_cast<std::size_t>(t.rank()), mine, row);
-    algorithms::bruck_all_gather(t, staged.data(), fields, DataType::i64);
-    t.download(all.data(), staged.data(), all.size() * sizeof(std::int64_t));
+    std::copy(mine, mine + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(t.rank())));
+    algorithms::bruck_all_gather_host(t, all.data(), fields, DataType::i64);
     auto describe = [&](int r) {
       const std::int64_t* f = all.data() + fields * static_cast<std::size_t>(r);
       return detail::concat(name_of(static_cast<Collective>(f[0])), " scope=", name_of(static_cast<Scope>(f[1])),

@@ -12,11 +12,13 @@
 //   all-gather:     ceil(log2 n) a + (n-1)/n N b
 
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
+#include "paro/transport/transport.hpp"
 
 namespace paro::algorithms {
 
@@ -185,6 +187,22 @@ void bruck_all_gather(T& t, void* buf, std::size_t count, DataType dt) {
     segments((r + k) % n, len, [&](char* p, std::size_t b) { requests.push_back(t.irecv(p, b, from, tree_detail::tag)); });
     segments(r, len, [&](char* p, std::size_t b) { requests.push_back(t.isend(p, b, to, tree_detail::tag)); });
     t.wait_all(requests);
+  }
+}
+
+// All-gathers rows of control data that live on the host (topology facts, call signatures): in place on
+// host transports; on others staged through the transport's memory space. (Staged on the host, they would
+// also become simulated buffers under SMPI, transport.hpp.)
+template <class T>
+void bruck_all_gather_host(T& t, void* rows, std::size_t count, DataType dt) {
+  if constexpr (std::is_base_of_v<HostMemory, T>) {
+    bruck_all_gather(t, rows, count, dt);
+  } else {
+    const std::size_t bytes = count * size_of(dt) * static_cast<std::size_t>(t.size());
+    auto staged = t.allocate(bytes);
+    t.upload(staged.data(), rows, bytes);
+    bruck_all_gather(t, staged.data(), count, dt);
+    t.download(rows, staged.data(), bytes);
   }
 }
 

@@ -33,7 +33,6 @@
 #include "paro/topology/emulation.hpp"
 #include "paro/topology/topology.hpp"
 #include "paro/topology/topology_file.hpp"
-#include "paro/transport/transport.hpp"
 
 namespace paro::topology {
 
@@ -372,16 +371,7 @@ Topology discover(Transport& t, const DiscoveryOptions& options = DiscoveryOptio
                           " bytes; at most ", block - 1, " fit\n");
   std::vector<char> all(block * static_cast<std::size_t>(t.size()), '\0');
   std::copy(text.begin(), text.end(), all.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(t.rank())));
-  // Exchanged in the transport's memory space: staged through device memory on CUDA backends; on host
-  // backends the vector itself (staged, it would be a simulated buffer under SMPI at 1024 ranks).
-  if constexpr (std::is_base_of_v<paro::HostMemory, Transport>) {
-    algorithms::bruck_all_gather(t, all.data(), block, DataType::u8);
-  } else {
-    auto staged = t.allocate(all.size());
-    t.upload(staged.data(), all.data(), all.size());
-    algorithms::bruck_all_gather(t, staged.data(), block, DataType::u8);
-    t.download(all.data(), staged.data(), all.size());
-  }
+  algorithms::bruck_all_gather_host(t, all.data(), block, DataType::u8);
   std::vector<LocalFacts> facts;
   for (int r = 0; r < t.size(); ++r)
     facts.push_back(LocalFacts::deserialize(std::string(all.data() + block * static_cast<std::size_t>(r))));
