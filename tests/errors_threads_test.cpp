@@ -82,6 +82,12 @@ TEST(Misuse, OverlappingBuffersThatAreNotInPlace) {
   EXPECT_CONTAINS(msg, "overlap without being in place");
 }
 
+TEST(Misuse, UnknownLanesSetting) {
+  setenv("PARO_LANES", "fibers", 1);
+  EXPECT_CONTAINS(error_of(2, [](auto&) {}), "PARO_LANES=fibers: allowed values are threads and inline");
+  unsetenv("PARO_LANES");
+}
+
 TEST(Faults, RanksDisagreeingOnCountFailInsteadOfHanging) {
   setenv("PARO_TIMEOUT", "20", 1);
   auto msg = error_of(4, [](auto& comm) {

@@ -94,4 +94,24 @@ TEST(HierarchicalLarge, PipelinedChunks) {
   unsetenv("PARO_RING_CHUNK");
 }
 
+// PARO_LANES=inline: paro_cc's levels on one thread, in the rail ring's hooks (what backends without
+// concurrent communicators get), on two to four levels, uneven and cyclic groups, and blocks of many ring
+// chunks, so that hooks run between the chunks of a step.
+TEST(HierarchicalInlineLanes, ParoCcExact) {
+  setenv("PARO_LANES", "inline", 1);
+  setenv("PARO_RING_CHUNK", "4K", 1);
+  for (const char* emulate : {"nodes=2,ranks=4", "nodes=3,ranks=3,order=cyclic", "nodes=2,ranks=3:5",
+                              "switches=2,nodes=2,ranks=2", "pods=2,switches=2,nodes=2,ranks=2"}) {
+    auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
+      std::vector<std::string> f;
+      for (Collective coll : all_collectives)
+        for (auto& s : paro::testing::run_matrix(comm, coll, Algorithm::paro_cc, {0, 1, 7, 100, 5000})) f.push_back(s);
+      return f;
+    });
+    EXPECT_TRUE(failures.empty()) << emulate << "\n" << paro::testing::first_lines(failures);
+  }
+  unsetenv("PARO_RING_CHUNK");
+  unsetenv("PARO_LANES");
+}
+
 }  // namespace

@@ -24,6 +24,7 @@
 #include <limits>
 #include <array>
 #include <map>
+#include <string>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -91,6 +92,7 @@ class Communicator {
         overrides_(AlgorithmOverrides::from_env()),
         ring_(algorithms::RingParams::from_env()),
         pipeline_chunk_(env::bytes_or("PARO_CC_CHUNK", 0)),
+        lane_threads_(lane_threads_from_env()),
         check_signatures_(env::integer_or("PARO_CHECK", 0, 0, 1) == 1),
         topology_(config.topology ? std::move(*config.topology) : topology::discover(t_, config.discovery)),
         groups_(Groups::make(checked(topology_), config.group)),
@@ -275,6 +277,7 @@ class Communicator {
   AlgorithmOverrides overrides_;
   algorithms::RingParams ring_;
   std::size_t pipeline_chunk_;  // PARO_CC_CHUNK; 0: from the cost model
+  bool lane_threads_;           // PARO_LANES: paro_cc's levels on threads of their own where the backend allows
   bool check_signatures_;
   Topology topology_;
   Groups groups_;
@@ -381,7 +384,7 @@ class Communicator {
     algorithms::HierarchicalParams p;
     p.ring = ring_;
     p.overlap = plan.algorithm == Algorithm::paro_cc;
-    p.concurrent = t_.concurrent_use();
+    p.concurrent = lane_threads_ && t_.concurrent_use();
     // Lanes that run one after the other gain nothing from a pipeline, and every piece costs its latency.
     p.pipeline_chunk_bytes = p.concurrent ? plan.pipeline_chunk_bytes : 0;
     return p;
@@ -407,13 +410,14 @@ class Communicator {
   // or garbage. Costs one small all-gather per call.
   void check_agreement(Transport& t, Collective c, Scope s, Algorithm a, std::size_t count, DataType dt, ReduceOp op) {
     if (!check_signatures_) return;
-    constexpr std::size_t fields = 9;  // the chunking too: ranks must cut chunks alike
+    constexpr std::size_t fields = 10;  // the chunking and lanes too: ranks must cut chunks alike
     const std::int64_t mine[fields] = {static_cast<std::int64_t>(c),     static_cast<std::int64_t>(s),
                                        static_cast<std::int64_t>(a),     static_cast<std::int64_t>(count),
                                        static_cast<std::int64_t>(dt),    static_cast<std::int64_t>(op),
                                        static_cast<std::int64_t>(ring_.chunk_bytes),
                                        static_cast<std::int64_t>(ring_.window),
-                                       static_cast<std::int64_t>(pipeline_chunk_)};
+                                       static_cast<std::int64_t>(pipeline_chunk_),
+                                       static_cast<std::int64_t>(lane_threads_ && t.concurrent_use())};
     std::vector<std::int64_t> all(fields * static_cast<std::size_t>(t.size()));
     std::copy(mine, mine + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(t.rank())));
     algorithms::bruck_all_gather_host(t, all.data(), fields, DataType::i64);
@@ -422,12 +426,20 @@ class Communicator {
       return detail::concat(name_of(static_cast<Collective>(f[0])), " scope=", name_of(static_cast<Scope>(f[1])),
                             " algo=", name_of(static_cast<Algorithm>(f[2])), " count=", f[3], " ",
                             name_of(static_cast<DataType>(f[4])), " ", name_of(static_cast<ReduceOp>(f[5])),
-                            " (PARO_RING_CHUNK=", f[6], " PARO_RING_WINDOW=", f[7], " PARO_CC_CHUNK=", f[8], ")");
+                            " (PARO_RING_CHUNK=", f[6], " PARO_RING_WINDOW=", f[7], " PARO_CC_CHUNK=", f[8], " lanes=", f[9] ? "threads" : "inline", ")");
     };
     for (int r = 1; r < t.size(); ++r)
       detail::require(std::equal(all.begin(), all.begin() + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(r))),
                       "PARO_CHECK: the ranks of this ", name_of(s), " call disagree: rank 0 calls ", describe(0),
                       ", rank ", r, " calls ", describe(r));
+  }
+
+  // PARO_LANES=threads (default) or inline: paro_cc overlaps its levels on one thread, through the rail
+  // ring's hooks, even where the backend could drive them from threads (fewer threads per rank).
+  static bool lane_threads_from_env() {
+    const std::string lanes = env::get("PARO_LANES").value_or("threads");
+    detail::require(lanes == "threads" || lanes == "inline", "PARO_LANES=", lanes, ": allowed values are threads and inline");
+    return lanes == "threads";
   }
 
   template <class F>

@@ -11,6 +11,10 @@
 //   rail ring needs my partial of block (i', j), in the order the ring consumes them.
 // - all-reduce: intra reduce-scatter -> rail all-reduce of the 1/m piece -> intra all-gather, cut into
 //   chunks that flow through the three lanes as a software pipeline.
+// Lanes run on their own threads. Where the backend cannot drive two communicators at once, one thread
+// overlaps the levels instead: my unit's steps for a shard run inside the rail ring's hooks, while the
+// rail's messages of that step are in flight; the all-reduce is then this reduce-scatter and all-gather
+// (the same messages, without the pipeline between its halves).
 // Uneven units (groups of different sizes) take the flat ring instead, and say so in the log.
 //
 // Costs are in cost_model.hpp.
@@ -82,8 +86,10 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
     barrier(h.comm);
     return;
   }
+  // Rail block u is unit u's shard.
+  if (!p.concurrent) return ring_all_gather(h.rail, buf, hd::rail_blocks(h, blocks), dt, p.ring, [&](int u) { shard(blocks, u); });
   const std::size_t pieces = hd::piece_count(blocks.total(), size_of(dt), blocks.max_count(), p.pipeline_chunk_bytes);
-  Progress arrived;  // shards in place, piece by piece in the ring's order mine-1, mine-2, ...
+  Progress arrived;  // shards in place, piece by piece in the ring's order mine, mine-1, mine-2, ...
   run_lanes(
       p.concurrent, {&arrived},
       [&] {
@@ -92,14 +98,11 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
                           [&](int) { arrived.advance(); });
       },
       [&] {
-        for (std::size_t k = 0; k < pieces; ++k) {
-          const BlockList piece = hd::piece_of(blocks, k, pieces);
-          shard(piece, mine);
-          for (int i = 1; i < g; ++i) {
-            arrived.wait_for(k * static_cast<std::size_t>(g - 1) + static_cast<std::size_t>(i));
-            shard(piece, hd::before(mine, i, g));
+        for (std::size_t k = 0; k < pieces; ++k)
+          for (int i = 0; i < g; ++i) {
+            arrived.wait_for(k * static_cast<std::size_t>(g) + static_cast<std::size_t>(i) + 1);
+            shard(hd::piece_of(blocks, k, pieces), hd::before(mine, i, g));
           }
-        }
       });
 }
 
@@ -116,10 +119,9 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
   const BlockList partials = hd::packed(hd::rail_blocks(h, blocks));  // my unit's partial of (i', j), per i'
   auto scratch = h.comm.allocate(partials.total() * esize);
   char* partial = scratch.data();
-  // The rail ring sends the partial of unit mine-1 first and ends with its own unit's; my unit produces
-  // them in that order, piece by piece.
-  auto shard = [&](std::size_t k, std::size_t pieces, int i) {
-    const int u = hd::before(mine, i, g);
+  // The rail ring sends the partial of unit mine-1 first and ends with its own unit's (rail block u is
+  // unit u's); my unit produces them in that order, piece by piece.
+  auto shard = [&](std::size_t k, std::size_t pieces, int u) {
     const BlockList piece = hd::piece_of(blocks, k, pieces), target = hd::piece_of(partials, k, pieces);
     paro_reduce_scatter(*h.unit, in, hd::unit_blocks(h, piece, u), partial + target.offset(u) * esize, dt, op, below);
   };
@@ -129,12 +131,13 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
     ring_reduce_scatter(h.rail, partial, out + at * esize, target, dt, op, p.ring, before_block);
   };
   if (!p.overlap) {
-    for (int i = 1; i <= g; ++i) shard(0, 1, i);
+    for (int i = 1; i <= g; ++i) shard(0, 1, hd::before(mine, i, g));
     barrier(h.comm);
     rail(0, 1, NoHook{});
     barrier(h.comm);
     return;
   }
+  if (!p.concurrent) return rail(0, 1, [&](int u) { shard(0, 1, u); });
   const std::size_t pieces = hd::piece_count(blocks.total(), esize, blocks.max_count(), p.pipeline_chunk_bytes);
   Progress produced;
   run_lanes(
@@ -142,7 +145,7 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
       [&] {
         for (std::size_t k = 0; k < pieces; ++k)
           for (int i = 1; i <= g; ++i) {
-            shard(k, pieces, i);
+            shard(k, pieces, hd::before(mine, i, g));
             produced.advance();
           }
       },
@@ -192,6 +195,17 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
     barrier(h.comm);
     all_gather(0);
     return;
+  }
+  if (!p.concurrent) {
+    // One thread cannot pipeline three lanes, but each half overlaps its levels through the rail's hooks:
+    // the same messages as intra reduce-scatter -> rail all-reduce -> intra all-gather, in rank blocks.
+    const BlockLayout even = BlockLayout::balanced(h.comm.size(), count);
+    BlockList blocks;
+    for (int r = 0; r < h.comm.size(); ++r) blocks.add(even.offset(r), even.count(r));
+    char* mine = out + blocks.offset(h.comm.rank()) * esize;
+    paro_reduce_scatter(h, in, blocks, mine, dt, partial_op, p);
+    if (op == ReduceOp::avg) h.comm.divide(mine, blocks.count(h.comm.rank()), dt, h.comm.size());
+    return paro_all_gather(h, out, blocks, dt, p);
   }
   Progress reduced, combined;
   run_lanes(

@@ -40,7 +40,9 @@ inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // Hooks let a hierarchical schedule overlap another level with the ring: the reduce-scatter calls
 // before_block(b) before it first reads block b of its input (in the order r-1, r-2, ..., r), the
-// all-gather calls after_block(b) once block b has fully arrived (in the order r-1, r-2, ...).
+// all-gather calls after_block(b) once block b is in place (in the order r, r-1, r-2, ...). Both are
+// called while the ring's messages of the current step are in flight: before waiting for a step's first
+// receive, and after forwarding a block, so work done in a hook on the same thread overlaps them.
 struct NoHook {
   void operator()(int) const {}
 };
@@ -91,9 +93,9 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, 
 
   const std::size_t last_step_start = items - plan.chunks;
   for (std::size_t item = 0; item < items; ++item) {
-    t.wait(recvs[item % window]);
     const int block = recv_block(item);
     if (item % plan.chunks == 0) before_block(block);
+    t.wait(recvs[item % window]);
     auto [off, len] = chunk_of(block, item);
     const char* mine = input + (layout.offset(block) + off) * esize;
     if (item < last_step_start) {
@@ -114,7 +116,7 @@ template <class T, class Layout, class AfterBlock = NoHook>
 void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const RingParams& params,
                      AfterBlock&& after_block = {}) {
   const int n = t.size(), r = t.rank();
-  if (n == 1) return;
+  if (n == 1) return after_block(0);
   const std::size_t esize = size_of(dt);
   char* data = static_cast<char*>(buf);
   const int right = ring_detail::mod(r + 1, n), left = ring_detail::mod(r - 1, n);
@@ -140,6 +142,7 @@ void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const R
     recvs[item % window] = t.irecv(ptr, bytes, left, ring_detail::tag);
   };
   for (std::size_t item = 0; item < window; ++item) post_recv(item);
+  after_block(r);
   const std::size_t last_step_start = items - plan.chunks;
   for (std::size_t item = 0; item < items; ++item) {
     t.wait(recvs[item % window]);
