@@ -10,6 +10,13 @@
 
 namespace paro::bench {
 
+// Whether every rank reads the same clock (the simulation's), so that times of different ranks compare.
+#ifdef PARO_SIMULATED_CLOCK
+inline constexpr bool clock_is_global = true;
+#else
+inline constexpr bool clock_is_global = false;
+#endif
+
 inline double now_us() {
 #ifdef PARO_SIMULATED_CLOCK
   return MPI_Wtime() * 1e6;

@@ -295,8 +295,13 @@ class Bench {
       comm_.barrier();
       const double start = paro::bench::now_us();
       for (int i = 0; i < s_.iters; ++i) once();
-      const double us = paro::bench::now_us() - start;
-      row.time_us[placement] = mean_over_ranks(us / std::max(1, s_.iters));
+      const double end = paro::bench::now_us();
+      // With one clock for all ranks (a simulation), the makespan from the first start to the last end:
+      // ranks leave the barrier at different moments, and a late one would time only the end of the call.
+      // Otherwise nccl-tests' convention, the mean over ranks of their own times.
+      const double us = paro::bench::clock_is_global ? reduced(end, ReduceOp::max) + reduced(-start, ReduceOp::max)
+                                                     : mean_over_ranks(end - start);
+      row.time_us[placement] = us / std::max(1, s_.iters);
     }
     return row;
   }
@@ -321,17 +326,19 @@ class Bench {
     return {0, 1};
   }
 
-  double mean_over_ranks(double v) { return summed(v) / comm_.size(); }
+  double mean_over_ranks(double v) { return reduced(v, ReduceOp::sum) / comm_.size(); }
 
-  std::size_t sum_over_ranks(std::size_t v) { return static_cast<std::size_t>(summed(static_cast<std::int64_t>(v))); }
+  std::size_t sum_over_ranks(std::size_t v) {
+    return static_cast<std::size_t>(reduced(static_cast<std::int64_t>(v), ReduceOp::sum));
+  }
 
-  // The sum over all ranks, staged through the backend's memory space.
+  // v reduced over all ranks, staged through the backend's memory space.
   template <class V>
-  V summed(V v) {
+  V reduced(V v, ReduceOp op) {
     Transport& t = comm_.transport();
     auto staged = t.allocate(sizeof v);
     t.upload(staged.data(), &v, sizeof v);
-    comm_.all_reduce(staged.data(), staged.data(), 1, paro::data_type_v<V>, ReduceOp::sum, {Algorithm::tree});
+    comm_.all_reduce(staged.data(), staged.data(), 1, paro::data_type_v<V>, op, {Algorithm::tree});
     t.download(&v, staged.data(), sizeof v);
     return v;
   }

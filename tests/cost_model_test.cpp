@@ -56,6 +56,37 @@ TEST(LowerBound, FourNicsPerNodeQuarterTheNicTime) {
   EXPECT_NEAR(model.lower_bound(Collective::all_gather, MiB64, two_by_four()), 33554432 * 1e-3, 1e-6);
 }
 
+// 2 pods x 2 nodes x 4 ranks, one NIC per rank at 2 Gbit/s, a NIC's share of its pod uplink 0.5 Gbit/s.
+TEST(LowerBound, OversubscribedPodUplinkTakesOnlyTheCrossPodBytes) {
+  LinkModel links = slow_nic(paro::NicModel::per_rank);
+  links.inter = {0.5, 0};  // the slowest level, as the predictions see it
+  links.nic_link = paro::LinkSpec{2, 0};
+  links.pod_link = paro::LinkSpec{0.5, 0};
+  const CostModel model(links, links);
+  CostShape s;
+  s.ranks = 16;
+  s.nodes = 4;
+  s.ranks_per_node = 4;
+  s.pods = 2;
+  s.pod_ranks = s.pod_nics = 8;
+  // NICs: 3/4 of the buffer enters a node over 4 NICs, 1 ns a byte; the pod: half of it over 8 shares, 2 ns.
+  EXPECT_NEAR(model.lower_bound(Collective::all_gather, MiB64, s), 33554432 * 2e-3, 1e-6);
+  links.pod_link = paro::LinkSpec{4, 0};  // a fast uplink: the NICs are the bound
+  EXPECT_NEAR(CostModel(links, links).lower_bound(Collective::all_gather, MiB64, s), 50331648 * 1e-3, 1e-6);
+}
+
+TEST(LowerBound, OneLatencyOfTheSlowestLinkOnTheWay) {
+  LinkModel links = slow_nic(paro::NicModel::shared);
+  links.intra.latency_us = 1;
+  links.inter.latency_us = 7;
+  const CostModel model(links, links);
+  EXPECT_DOUBLE_EQ(model.lower_bound(Collective::all_reduce, 0, two_by_four()), 7);
+  CostShape one_node = two_by_four();
+  one_node.nodes = 1;
+  one_node.ranks_per_node = 8;
+  EXPECT_DOUBLE_EQ(model.lower_bound(Collective::all_gather, 0, one_node), 1);
+}
+
 TEST(LowerBound, BelowEveryPrediction) {
   for (auto nic : {paro::NicModel::shared, paro::NicModel::per_rank}) {
     const CostModel model(slow_nic(nic), slow_nic(nic));

@@ -94,11 +94,16 @@ TEST(HierarchicalLarge, PipelinedChunks) {
   unsetenv("PARO_RING_CHUNK");
 }
 
-// PARO_LANES=inline: paro_cc's levels on one thread, in the rail ring's hooks (what backends without
-// concurrent communicators get), on two to four levels, uneven and cyclic groups, and blocks of many ring
-// chunks, so that hooks run between the chunks of a step.
-TEST(HierarchicalInlineLanes, ParoCcExact) {
-  setenv("PARO_LANES", "inline", 1);
+// paro_cc's levels by lanes (threads; inline: one thread, the unit's steps in the rail's hooks, as
+// backends without concurrent communicators get) and by level schedule (PARO_DIRECT_MAX=0: rings
+// everywhere; 1M: direct exchanges), on two to four levels, uneven and cyclic groups, and blocks of many
+// ring chunks, so that hooks run between the chunks of a step.
+using LanesParam = std::tuple<const char*, const char*>;  // PARO_LANES, PARO_DIRECT_MAX
+class HierarchicalLanes : public ::testing::TestWithParam<LanesParam> {};
+
+TEST_P(HierarchicalLanes, ParoCcExact) {
+  setenv("PARO_LANES", std::get<0>(GetParam()), 1);
+  setenv("PARO_DIRECT_MAX", std::get<1>(GetParam()), 1);
   setenv("PARO_RING_CHUNK", "4K", 1);
   for (const char* emulate : {"nodes=2,ranks=4", "nodes=3,ranks=3,order=cyclic", "nodes=2,ranks=3:5",
                               "switches=2,nodes=2,ranks=2", "pods=2,switches=2,nodes=2,ranks=2"}) {
@@ -111,7 +116,11 @@ TEST(HierarchicalInlineLanes, ParoCcExact) {
     EXPECT_TRUE(failures.empty()) << emulate << "\n" << paro::testing::first_lines(failures);
   }
   unsetenv("PARO_RING_CHUNK");
+  unsetenv("PARO_DIRECT_MAX");
   unsetenv("PARO_LANES");
 }
+
+INSTANTIATE_TEST_SUITE_P(LanesAndSchedules, HierarchicalLanes,
+                         ::testing::Combine(::testing::Values("threads", "inline"), ::testing::Values("0", "1M")));
 
 }  // namespace

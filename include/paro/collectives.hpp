@@ -27,6 +27,7 @@
 #include <string>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -93,6 +94,7 @@ class Communicator {
         ring_(algorithms::RingParams::from_env()),
         pipeline_chunk_(env::bytes_or("PARO_CC_CHUNK", 0)),
         lane_threads_(lane_threads_from_env()),
+        direct_max_(env::bytes_or("PARO_DIRECT_MAX", algorithms::CostModel::default_direct_max_bytes)),
         check_signatures_(env::integer_or("PARO_CHECK", 0, 0, 1) == 1),
         topology_(config.topology ? std::move(*config.topology) : topology::discover(t_, config.discovery)),
         groups_(Groups::make(checked(topology_), config.group)),
@@ -105,7 +107,8 @@ class Communicator {
     intra_ = t_.split(groups_.group_of[me], groups_.index_of[me]);
     inter_ = t_.split(groups_.index_of[me], groups_.group_of[me]);
     for (Level l : topology_.known_levels) levels_.emplace(l, t_.split(topology_.ordinals(l)[me], rank()));
-    cost_ = algorithms::CostModel(algorithms::link_model_for(topology_), algorithms::link_model_for(topology_, false));
+    cost_ = algorithms::CostModel(algorithms::link_model_for(topology_), algorithms::link_model_for(topology_, false),
+                                  direct_max_);
     for (Scope s : {Scope::global, Scope::intra, Scope::inter}) {
       const std::vector<int> members = scope_members(s);
       partitions_[index(s)] = scope_partitions(members);
@@ -278,6 +281,7 @@ class Communicator {
   algorithms::RingParams ring_;
   std::size_t pipeline_chunk_;  // PARO_CC_CHUNK; 0: from the cost model
   bool lane_threads_;           // PARO_LANES: paro_cc's levels on threads of their own where the backend allows
+  std::size_t direct_max_;      // PARO_DIRECT_MAX: paro_cc's levels with blocks up to this exchange directly
   bool check_signatures_;
   Topology topology_;
   Groups groups_;
@@ -335,6 +339,21 @@ class Communicator {
     for (std::size_t i = 0; i < nodes.size() && nodes.size() > 1; ++i)
       if (nodes[i] != nodes[(i + 1) % nodes.size()]) crossings = std::max(crossings, ++leaving[static_cast<std::size_t>(nodes[i])]);
     s.ring_nic_flows = crossings * instances;
+    if (std::find(topology_.known_levels.begin(), topology_.known_levels.end(), Level::pod) != topology_.known_levels.end()) {
+      const std::vector<int> pods = algorithms::normalized(labels_of(topology_.ordinals(Level::pod), members));
+      s.pods = algorithms::unit_count(pods);
+      std::vector<int> ranks_in(static_cast<std::size_t>(s.pods));
+      std::vector<std::set<int>> nodes_in(static_cast<std::size_t>(s.pods));
+      for (std::size_t i = 0; i < pods.size(); ++i) {
+        ++ranks_in[static_cast<std::size_t>(pods[i])];
+        nodes_in[static_cast<std::size_t>(pods[i])].insert(nodes[i]);
+      }
+      for (int p = 0; p < s.pods; ++p)
+        if (ranks_in[static_cast<std::size_t>(p)] > s.pod_ranks) {
+          s.pod_ranks = ranks_in[static_cast<std::size_t>(p)];
+          s.pod_nics = cost_.bound_links().nic == NicModel::per_rank ? s.pod_ranks : static_cast<int>(nodes_in[static_cast<std::size_t>(p)].size());
+        }
+    }
     int parent_units = 1;
     for (const auto& p : chain) {
       const int units = algorithms::unit_count(p);
@@ -383,6 +402,7 @@ class Communicator {
   algorithms::HierarchicalParams hierarchical(const Plan& plan) const {
     algorithms::HierarchicalParams p;
     p.ring = ring_;
+    p.direct_max_bytes = direct_max_;
     p.overlap = plan.algorithm == Algorithm::paro_cc;
     p.concurrent = lane_threads_ && t_.concurrent_use();
     // Lanes that run one after the other gain nothing from a pipeline, and every piece costs its latency.
@@ -410,14 +430,15 @@ class Communicator {
   // or garbage. Costs one small all-gather per call.
   void check_agreement(Transport& t, Collective c, Scope s, Algorithm a, std::size_t count, DataType dt, ReduceOp op) {
     if (!check_signatures_) return;
-    constexpr std::size_t fields = 10;  // the chunking and lanes too: ranks must cut chunks alike
+    constexpr std::size_t fields = 11;  // the chunking and lanes too: ranks must cut chunks alike
     const std::int64_t mine[fields] = {static_cast<std::int64_t>(c),     static_cast<std::int64_t>(s),
                                        static_cast<std::int64_t>(a),     static_cast<std::int64_t>(count),
                                        static_cast<std::int64_t>(dt),    static_cast<std::int64_t>(op),
                                        static_cast<std::int64_t>(ring_.chunk_bytes),
                                        static_cast<std::int64_t>(ring_.window),
                                        static_cast<std::int64_t>(pipeline_chunk_),
-                                       static_cast<std::int64_t>(lane_threads_ && t.concurrent_use())};
+                                       static_cast<std::int64_t>(lane_threads_ && t.concurrent_use()),
+                                       static_cast<std::int64_t>(direct_max_)};
     std::vector<std::int64_t> all(fields * static_cast<std::size_t>(t.size()));
     std::copy(mine, mine + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(t.rank())));
     algorithms::bruck_all_gather_host(t, all.data(), fields, DataType::i64);
@@ -426,7 +447,8 @@ class Communicator {
       return detail::concat(name_of(static_cast<Collective>(f[0])), " scope=", name_of(static_cast<Scope>(f[1])),
                             " algo=", name_of(static_cast<Algorithm>(f[2])), " count=", f[3], " ",
                             name_of(static_cast<DataType>(f[4])), " ", name_of(static_cast<ReduceOp>(f[5])),
-                            " (PARO_RING_CHUNK=", f[6], " PARO_RING_WINDOW=", f[7], " PARO_CC_CHUNK=", f[8], " lanes=", f[9] ? "threads" : "inline", ")");
+                            " (PARO_RING_CHUNK=", f[6], " PARO_RING_WINDOW=", f[7], " PARO_CC_CHUNK=", f[8], " lanes=", f[9] ? "threads" : "inline",
+                            " PARO_DIRECT_MAX=", f[10], ")");
     };
     for (int r = 1; r < t.size(); ++r)
       detail::require(std::equal(all.begin(), all.begin() + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(r))),

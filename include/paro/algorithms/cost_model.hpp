@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,9 @@ struct LinkModel {
   LinkSpec intra{800, 1};  // default: NVLink-class links inside a node
   LinkSpec inter{200, 5};  // one 200 Gbit/s NIC per rank
   NicModel nic = NicModel::per_rank;
+  // For the lower bound, where the topology gives them (inter above is the slowest level, which the
+  // predictions use): a NIC's own link, and a NIC's share of its pod's uplink.
+  std::optional<LinkSpec> nic_link, pod_link;
   double step_us = 2;          // software cost of one message step
   double lane_us = 20;         // starting the lanes of one overlapped call
   double reduce_gbps = 400;    // local reduction throughput (bytes of one operand)
@@ -108,6 +112,8 @@ struct CostShape {
   int ranks_per_node = 1;          // the scope's members on the fullest node
   double nic_flows = 1;            // flows through one NIC when every member sends across nodes at once
   double ring_nic_flows = 0;       // flows through one NIC in a flat ring step (0: the ring stays in a node)
+  int pods = 1;                    // distinct pods among the scope's members (1: no pod level known)
+  int pod_ranks = 0, pod_nics = 0;  // the scope's members in its fullest pod, and their NICs
   // Members of one unit at `level` (level 0: the whole scope; units.size(): the innermost unit).
   int members_below(std::size_t level) const {
     int r = ranks;
@@ -125,9 +131,14 @@ struct Prediction {
 
 class CostModel {
  public:
+  // Blocks up to this size are exchanged directly inside paro_cc's levels (PARO_DIRECT_MAX): about where
+  // a message's latency and its transfer time are equal on NVLink/InfiniBand/Ethernet-class links.
+  static constexpr std::size_t default_direct_max_bytes = std::size_t{256} << 10;
+
   CostModel() = default;
   // bound_links: the links the lower bound is computed on (the topology's own, where known).
-  CostModel(LinkModel links, LinkModel bound_links) : l_(std::move(links)), bound_(std::move(bound_links)) {}
+  CostModel(LinkModel links, LinkModel bound_links, std::size_t direct_max_bytes = default_direct_max_bytes)
+      : l_(std::move(links)), bound_(std::move(bound_links)), direct_max_(static_cast<double>(direct_max_bytes)) {}
   const LinkModel& links() const { return l_; }
   const LinkModel& bound_links() const { return bound_; }
 
@@ -149,7 +160,7 @@ class CostModel {
       case Algorithm::tree: return {flat_tree(c, N, n, s), 0};
       case Algorithm::paro_cc:
       case Algorithm::paro_seq: {
-        if (!s.hierarchical()) return {flat_ring(c, N, n, flat_link(s)), 0};
+        if (!s.hierarchical()) return {flat_level(c, N, n, flat_link(s)), 0};
         const bool overlap = a == Algorithm::paro_cc;
         if (c == Collective::all_reduce) return all_reduce(s, N, overlap);
         if (!overlap) return {c == Collective::all_gather ? gather(s, 0, block, false) : scatter(s, 0, block, false), 0};
@@ -186,35 +197,43 @@ class CostModel {
   }
 
   // No algorithm beats this: the bytes that must cross a node's NICs and each rank's intra links, traded
-  // off against each other at best, plus the latency of a log-depth exchange at each level. Software
-  // costs (steps, reductions) are not in it.
+  // off against each other at best, the bytes that must enter a pod through its uplink, and one latency
+  // of the slowest link the last byte must cross (an algorithm that posts all its messages at once pays
+  // no more). Software costs (steps, reductions) are not in it.
   double lower_bound(Collective c, std::size_t full_bytes, const CostShape& s) const {
     const double N = static_cast<double>(full_bytes);
     const int n = s.ranks, q = std::max(1, s.nodes), m = std::max(1, s.ranks_per_node);
     if (n <= 1) return 0;
     const bool reduce_all = c == Collective::all_reduce;
-    // Bytes every rank must receive, and a node through its NICs, at the least.
+    // Bytes every rank must receive, and a unit (node, pod) of `units` through its boundary, at the least.
     const double per_rank = (reduce_all ? 2.0 : 1.0) * (n - 1) / n * N;
-    const double per_node_nic = (reduce_all ? 2.0 * (q - 1) / q : static_cast<double>(n - m) / n) * N;
-    const double nic_us = bound_.inter.us_per_byte() / (bound_.nic == NicModel::per_rank ? m : 1);
+    auto entering = [&](int units, int members) {
+      return (reduce_all ? 2.0 * (units - 1) / units : static_cast<double>(n - members) / n) * N;
+    };
+    const LinkSpec nic = bound_.nic_link.value_or(bound_.inter);
+    const double nic_us = nic.us_per_byte() / (bound_.nic == NicModel::per_rank ? m : 1);
     const double intra_us = bound_.intra.us_per_byte();
     double bandwidth = 0;
     if (q == 1) {
       bandwidth = per_rank * intra_us;
     } else {
       // y bytes through the node's NICs leave per_rank - y/m for each rank's intra links.
+      const double per_node_nic = entering(q, m);
       const double balanced = intra_us > 0 ? per_rank * intra_us / (nic_us + intra_us / m) : per_node_nic;
       const double y = std::max(per_node_nic, std::min(balanced, per_rank * m));
       bandwidth = std::max(y * nic_us, (per_rank - y / m) * intra_us);
     }
-    const double hops = reduce_all ? 2.0 : 1.0;
-    const double latency =
-        hops * (std::ceil(std::log2(q)) * bound_.inter.latency_us + std::ceil(std::log2(m)) * bound_.intra.latency_us);
+    double latency = q > 1 ? nic.latency_us : bound_.intra.latency_us;
+    if (bound_.pod_link && s.pods > 1 && s.pod_nics > 0) {
+      bandwidth = std::max(bandwidth, entering(s.pods, s.pod_ranks) * bound_.pod_link->us_per_byte() / s.pod_nics);
+      latency = std::max(latency, bound_.pod_link->latency_us);
+    }
     return bandwidth + latency;
   }
 
  private:
   LinkModel l_, bound_;
+  double direct_max_ = static_cast<double>(default_direct_max_bytes);
 
   struct Hop {
     double alpha, beta;  // per message (us), per byte (us)
@@ -262,29 +281,45 @@ class CostModel {
   Hop rail_hop(const CostShape& s, std::size_t level) const { return hop(s.rail_inter[level], s.nic_flows); }
   Hop leaf_hop(const CostShape& s) const { return hop(s.leaf_inter, s.nic_flows); }
 
+  // A level's schedule for blocks of `block` bytes (direct.hpp): the k-th block of the rail arrives at
+  // first + k * per.
+  struct Arrivals {
+    double first, per;
+  };
+  Arrivals arrivals(const Hop& h, double block) const {
+    if (block <= direct_max_) return {h.alpha, block * h.beta};  // all at once, sharing the link
+    return {0, h.alpha + block * h.beta};
+  }
+  // A flat level (direct or ring) of n members with full buffer N.
+  double flat_level(Collective c, double N, int n, Hop h) const {
+    if (n <= 1 || N / n > direct_max_) return flat_ring(c, N, n, h);
+    const double block = N / n, rs = h.alpha + (n - 1) * (block * h.beta + reduce_us(block));
+    const double ag = h.alpha + (n - 1) * block * h.beta;
+    return c == Collective::all_gather ? ag : c == Collective::reduce_scatter ? rs : rs + ag;
+  }
+
   // All-gather of `block` bytes per member of the level-`level` unit, each piece whole.
   double gather(const CostShape& s, std::size_t level, double block, bool overlap) const {
-    if (level == s.units.size()) return flat_ring(Collective::all_gather, block * s.leaf(), s.leaf(), leaf_hop(s));
+    if (level == s.units.size()) return flat_level(Collective::all_gather, block * s.leaf(), s.leaf(), leaf_hop(s));
     const int g = s.units[level];
-    const Hop rail = rail_hop(s, level);
-    const double step = rail.alpha + block * rail.beta;
+    const Arrivals rail = arrivals(rail_hop(s, level), block);
     const double shard = gather(s, level + 1, block, overlap);
-    if (!overlap) return (g - 1) * step + g * shard + 2 * barrier_us(s.members_below(level));
+    if (!overlap) return rail.first + (g - 1) * rail.per + g * shard + 2 * barrier_us(s.members_below(level));
     double t = shard;  // my own unit's shard first, then each as the rail delivers it
-    for (int k = 1; k < g; ++k) t = std::max(k * step, t) + shard;
+    for (int k = 1; k < g; ++k) t = std::max(rail.first + k * rail.per, t) + shard;
     return t + l_.lane_us;
   }
 
   double scatter(const CostShape& s, std::size_t level, double block, bool overlap) const {
-    if (level == s.units.size()) return flat_ring(Collective::reduce_scatter, block * s.leaf(), s.leaf(), leaf_hop(s));
+    if (level == s.units.size()) return flat_level(Collective::reduce_scatter, block * s.leaf(), s.leaf(), leaf_hop(s));
     const int g = s.units[level];
-    const Hop rail = rail_hop(s, level);
-    const double step = rail.alpha + block * rail.beta + reduce_us(block);
+    const Arrivals rail = arrivals(rail_hop(s, level), block);
+    const double step = rail.per + reduce_us(block);
     const double shard = scatter(s, level + 1, block, overlap);
-    if (!overlap) return g * shard + (g - 1) * step + 2 * barrier_us(s.members_below(level));
-    double t = shard;  // ring step k needs shard k+1
+    if (!overlap) return g * shard + rail.first + (g - 1) * step + 2 * barrier_us(s.members_below(level));
+    double t = shard;  // rail item k needs shard k+1
     for (int k = 1; k < g; ++k) t = std::max(t, (k + 1) * shard) + step;
-    return t + l_.lane_us;
+    return t + rail.first + l_.lane_us;
   }
 
   // paro_cc all-gather / reduce-scatter with the blocks cut into P pieces: the two lanes (rail, my unit)
@@ -295,12 +330,14 @@ class CostModel {
     Prediction best{0, 0};
     for (double pieces = 1; pieces <= 64 && (pieces == 1 || block / pieces >= 4096); pieces *= 2) {
       const double b = block / pieces;
-      const double step = rail.alpha + b * rail.beta + (c == Collective::reduce_scatter ? reduce_us(b) : 0);
+      const Arrivals arrive = arrivals(rail, b);
+      const double step = arrive.per + (c == Collective::reduce_scatter ? reduce_us(b) : 0);
       double rail_t = 0, unit_t = 0;
       if (c == Collective::all_gather) {
         const double shard = gather(s, 1, b, true);
         for (int k = 0; k < pieces; ++k) {
           unit_t += shard;  // my own unit's shard needs nothing from the rail
+          rail_t += arrive.first;
           for (int i = 1; i < g; ++i) {
             rail_t += step;
             unit_t = std::max(unit_t, rail_t) + shard;
@@ -315,6 +352,7 @@ class CostModel {
             unit_t += shard;
             rail_t = std::max(rail_t, unit_t) + step;
           }
+          rail_t += arrive.first;
         }
       }
       const double t = std::max(rail_t, unit_t) + l_.lane_us;
@@ -329,7 +367,7 @@ class CostModel {
     auto stages = [&](double chunk, double& rs, double& ar, double& ag) {
       const double piece = chunk / m;
       rs = m > 1 ? scatter(s, 1, piece, overlap) : 0;
-      ar = flat_ring(Collective::all_reduce, piece, g, rail);
+      ar = flat_level(Collective::all_reduce, piece, g, rail);
       ag = m > 1 ? gather(s, 1, piece, overlap) : 0;
     };
     double rs, ar, ag;

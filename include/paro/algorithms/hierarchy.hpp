@@ -143,12 +143,12 @@ inline BlockList packed(const BlockList& blocks) {
   return list;
 }
 
-// True where this level runs the flat ring: a flat scope, or units of different sizes (logged).
+// True where this level runs flat: a flat scope, or units of different sizes (logged).
 template <class T>
 bool flat_path(const Hierarchy<T>& h, const char* what) {
   if (h.flat()) return true;
   if (h.even()) return false;
-  log::info(h.comm.rank(), what, ": units of different sizes at this level; the flat ring runs here (correct, ",
+  log::info(h.comm.rank(), what, ": units of different sizes at this level; one flat level runs here (correct, ",
             "without the hierarchical saving)");
   return true;
 }

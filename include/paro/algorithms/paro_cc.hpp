@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "paro/algorithms/direct.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/lanes.hpp"
 #include "paro/algorithms/layout.hpp"
@@ -35,6 +36,7 @@ namespace paro::algorithms {
 
 struct HierarchicalParams {
   RingParams ring;                      // the ring steps inside each level
+  std::size_t direct_max_bytes = 0;     // levels whose blocks are at most this exchange directly (direct.hpp)
   std::size_t pipeline_chunk_bytes = 0;  // paro_cc pipeline chunk (of the full buffer); 0: one chunk
   bool concurrent = true;               // the backend lets lanes drive their communicators at once
   bool overlap = true;                  // paro_cc; false: paro_seq
@@ -75,27 +77,28 @@ inline HierarchicalParams inner(HierarchicalParams p) {
 template <class T>
 void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataType dt, const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
-  if (hd::flat_path(h, "paro all_gather")) return ring_all_gather(h.comm, buf, blocks, dt, p.ring);
+  if (hd::flat_path(h, "paro all_gather")) return level_all_gather(h.comm, buf, blocks, dt, p.ring, p.direct_max_bytes);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
   auto shard = [&](const BlockList& piece, int u) { paro_all_gather(*h.unit, buf, hd::unit_blocks(h, piece, u), dt, below); };
+  auto rail = [&](const BlockList& piece, auto&& after_block) {
+    level_all_gather(h.rail, buf, hd::rail_blocks(h, piece), dt, p.ring, p.direct_max_bytes, after_block);
+  };
   if (!p.overlap) {
-    ring_all_gather(h.rail, buf, hd::rail_blocks(h, blocks), dt, p.ring);
+    rail(blocks, NoHook{});
     barrier(h.comm);
     for (int k = 0; k < g; ++k) shard(blocks, hd::before(mine, k, g));
     barrier(h.comm);
     return;
   }
   // Rail block u is unit u's shard.
-  if (!p.concurrent) return ring_all_gather(h.rail, buf, hd::rail_blocks(h, blocks), dt, p.ring, [&](int u) { shard(blocks, u); });
+  if (!p.concurrent) return rail(blocks, [&](int u) { shard(blocks, u); });
   const std::size_t pieces = hd::piece_count(blocks.total(), size_of(dt), blocks.max_count(), p.pipeline_chunk_bytes);
   Progress arrived;  // shards in place, piece by piece in the ring's order mine, mine-1, mine-2, ...
   run_lanes(
       p.concurrent, {&arrived},
       [&] {
-        for (std::size_t k = 0; k < pieces; ++k)
-          ring_all_gather(h.rail, buf, hd::rail_blocks(h, hd::piece_of(blocks, k, pieces)), dt, p.ring,
-                          [&](int) { arrived.advance(); });
+        for (std::size_t k = 0; k < pieces; ++k) rail(hd::piece_of(blocks, k, pieces), [&](int) { arrived.advance(); });
       },
       [&] {
         for (std::size_t k = 0; k < pieces; ++k)
@@ -112,7 +115,8 @@ template <class T>
 void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& blocks, char* out, DataType dt, ReduceOp op,
                          const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
-  if (hd::flat_path(h, "paro reduce_scatter")) return ring_reduce_scatter(h.comm, in, out, blocks, dt, op, p.ring);
+  if (hd::flat_path(h, "paro reduce_scatter"))
+    return level_reduce_scatter(h.comm, in, out, blocks, dt, op, p.ring, p.direct_max_bytes);
   const std::size_t esize = size_of(dt);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
@@ -128,7 +132,7 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
   auto rail = [&](std::size_t k, std::size_t pieces, auto&& before_block) {
     const BlockList target = hd::piece_of(partials, k, pieces);
     const std::size_t at = BlockLayout::balanced(static_cast<int>(pieces), partials.count(mine)).offset(static_cast<int>(k));
-    ring_reduce_scatter(h.rail, partial, out + at * esize, target, dt, op, p.ring, before_block);
+    level_reduce_scatter(h.rail, partial, out + at * esize, target, dt, op, p.ring, p.direct_max_bytes, before_block);
   };
   if (!p.overlap) {
     for (int i = 1; i <= g; ++i) shard(0, 1, hd::before(mine, i, g));
@@ -160,7 +164,7 @@ template <class T>
 void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t count, DataType dt, ReduceOp op,
                      const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
-  if (hd::flat_path(h, "paro all_reduce")) return ring_all_reduce(h.comm, in, out, count, dt, op, p.ring);
+  if (hd::flat_path(h, "paro all_reduce")) return level_all_reduce(h.comm, in, out, count, dt, op, p.ring, p.direct_max_bytes);
   const std::size_t esize = size_of(dt);
   const int m = h.unit_size(), j = h.my_index;
   const ReduceOp partial_op = op == ReduceOp::avg ? ReduceOp::sum : op;
@@ -184,7 +188,7 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
   auto combine = [&](std::size_t k) {  // the rail all-reduce of my piece
     const BlockList list = pieces(k);
     char* piece = out + list.offset(j) * esize;
-    ring_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op, p.ring);
+    level_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op, p.ring, p.direct_max_bytes);
     if (op == ReduceOp::avg) h.comm.divide(piece, list.count(j), dt, h.comm.size());
   };
   auto all_gather = [&](std::size_t k) { paro_all_gather(*h.unit_copy, out, pieces(k), dt, below); };

@@ -130,12 +130,17 @@ void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const R
   };
   auto recv_block = [&](std::size_t item) { return ring_detail::mod(r - static_cast<int>(item / plan.chunks) - 1, n); };
 
-  std::vector<typename T::Request> sends;
-  sends.reserve(items);
-  for (std::size_t c = 0; c < plan.chunks; ++c) {
-    auto [ptr, bytes] = region(r, c);
-    sends.push_back(t.isend(ptr, bytes, right, ring_detail::tag));
-  }
+  // Sends complete in order; at most `in_flight` are outstanding: a long list of pending requests costs
+  // MPI libraries (and SimGrid, linearly) time at every completion.
+  const std::size_t in_flight = window + plan.chunks;
+  std::vector<typename T::Request> sends(in_flight);
+  std::size_t sent = 0;
+  auto send = [&](std::pair<char*, std::size_t> region) {
+    typename T::Request& oldest = sends[sent++ % in_flight];
+    t.wait(oldest);
+    oldest = t.isend(region.first, region.second, right, ring_detail::tag);
+  };
+  for (std::size_t c = 0; c < plan.chunks; ++c) send(region(r, c));
   std::vector<typename T::Request> recvs(window);
   auto post_recv = [&](std::size_t item) {
     auto [ptr, bytes] = region(recv_block(item), item % plan.chunks);
@@ -146,10 +151,7 @@ void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const R
   const std::size_t last_step_start = items - plan.chunks;
   for (std::size_t item = 0; item < items; ++item) {
     t.wait(recvs[item % window]);
-    if (item < last_step_start) {
-      auto [ptr, bytes] = region(recv_block(item), item % plan.chunks);
-      sends.push_back(t.isend(ptr, bytes, right, ring_detail::tag));
-    }
+    if (item < last_step_start) send(region(recv_block(item), item % plan.chunks));
     if (item + window < items) post_recv(item + window);
     if (item % plan.chunks == plan.chunks - 1) after_block(recv_block(item));
   }

@@ -156,6 +156,7 @@ inline LinkModel link_model_for(const Topology& topo, bool use_cost_file = true)
     auto it = topo.links.find(l);
     if (it == topo.links.end() || !it->second.known()) continue;
     const LinkSpec& link = it->second;
+    (l == Level::switch_ ? m.nic_link : m.pod_link) = link;
     if (link.gbps > 0 && (!inter_known || link.gbps < m.inter.gbps)) m.inter.gbps = link.gbps;
     m.inter.latency_us = inter_known ? std::max(m.inter.latency_us, link.latency_us) : link.latency_us;
     inter_known = from_topology = true;
