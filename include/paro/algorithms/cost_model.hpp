@@ -287,14 +287,14 @@ class CostModel {
     double first, per;
   };
   Arrivals arrivals(const Hop& h, double block) const {
-    if (block <= direct_max_) return {h.alpha, block * h.beta};  // all at once, sharing the link
+    if (block <= direct_max_) return {h.alpha, block * h.beta + h.alpha / 16};  // 16 exchanges in flight
     return {0, h.alpha + block * h.beta};
   }
   // A flat level (direct or ring) of n members with full buffer N.
   double flat_level(Collective c, double N, int n, Hop h) const {
     if (n <= 1 || N / n > direct_max_) return flat_ring(c, N, n, h);
-    const double block = N / n, rs = h.alpha + (n - 1) * (block * h.beta + reduce_us(block));
-    const double ag = h.alpha + (n - 1) * block * h.beta;
+    const double block = N / n, rs = h.alpha + (n - 1) * (block * h.beta + h.alpha / 16 + reduce_us(block));
+    const double ag = h.alpha + (n - 1) * (block * h.beta + h.alpha / 16);
     return c == Collective::all_gather ? ag : c == Collective::reduce_scatter ? rs : rs + ag;
   }
 

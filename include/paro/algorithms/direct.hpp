@@ -1,12 +1,14 @@
 #pragma once
-// Direct all-gather and reduce-scatter: every rank exchanges its blocks with every other rank at once, in
-// one step. The bytes are the ring's (each rank sends and receives n-1 blocks), but the latency is paid
-// once instead of n-1 times, so for small blocks, where latency dominates, this is the faster schedule
-// for a level of paro_cc; the ring keeps large blocks in a bounded pipeline.
+// Direct all-gather and reduce-scatter: every rank exchanges its blocks with every other rank directly,
+// up to `peers_in_flight` exchanges at a time. The bytes are the ring's (each rank sends and receives n-1
+// blocks), but latencies overlap instead of adding up, so for small blocks, where latency dominates,
+// this is the faster schedule for a level of paro_cc; the ring keeps large blocks in a bounded pipeline.
+// The bound on exchanges in flight keeps matching queues short (MPI libraries and SimGrid scan them).
 //
-// Cost (n ranks, N bytes in the full buffer): a + (n-1)/n N b, the n-1 messages sharing the links.
+// Cost (n ranks, N bytes in the full buffer): a (1 + (n-1)/16) + (n-1)/n N b.
 // The same hooks as the ring (ring.hpp), in the same orders, so a level can switch schedules freely.
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -19,7 +21,8 @@ namespace paro::algorithms {
 
 namespace direct_detail {
 constexpr int tag = 0x44;
-}
+constexpr int peers_in_flight = 16;
+}  // namespace direct_detail
 
 // Fills every block of `buf` from its owner; this rank's block must already be in place. after_block(b)
 // once block b is in place, in the order r, r-1, r-2, ...
@@ -30,18 +33,21 @@ void direct_all_gather(T& t, void* buf, const Layout& layout, DataType dt, After
   const std::size_t esize = size_of(dt);
   char* data = static_cast<char*>(buf);
   auto block = [&](int b) { return data + layout.offset(b) * esize; };
-  std::vector<typename T::Request> recvs, sends;
-  recvs.reserve(static_cast<std::size_t>(n - 1));
-  sends.reserve(static_cast<std::size_t>(n - 1));
-  for (int k = 1; k < n; ++k) {  // block r-k, the k-th this rank waits for
-    const int from = ring_detail::mod(r - k, n);
-    recvs.push_back(t.irecv(block(from), layout.count(from) * esize, from, direct_detail::tag));
-  }
-  for (int k = 1; k < n; ++k)  // rank r+k waits for this block k-th
-    sends.push_back(t.isend(block(r), layout.count(r) * esize, ring_detail::mod(r + k, n), direct_detail::tag));
+  const int w = std::min(direct_detail::peers_in_flight, n - 1);
+  std::vector<typename T::Request> recvs(static_cast<std::size_t>(w)), sends(static_cast<std::size_t>(w));
+  // Exchange k: receive block r-k from its owner, send this rank's block to rank r+k (whose k-th it is).
+  auto post = [&](int k) {
+    const auto slot = static_cast<std::size_t>((k - 1) % w);
+    const int from = ring_detail::mod(r - k, n), to = ring_detail::mod(r + k, n);
+    recvs[slot] = t.irecv(block(from), layout.count(from) * esize, from, direct_detail::tag);
+    t.wait(sends[slot]);
+    sends[slot] = t.isend(block(r), layout.count(r) * esize, to, direct_detail::tag);
+  };
+  for (int k = 1; k <= w; ++k) post(k);
   after_block(r);
   for (int k = 1; k < n; ++k) {
-    t.wait(recvs[static_cast<std::size_t>(k - 1)]);
+    t.wait(recvs[static_cast<std::size_t>((k - 1) % w)]);
+    if (k + w < n) post(k + w);
     after_block(ring_detail::mod(r - k, n));
   }
   t.wait_all(sends);
@@ -54,32 +60,39 @@ template <class T, class Layout, class BeforeBlock = NoHook>
 void direct_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, DataType dt, ReduceOp op,
                            BeforeBlock&& before_block = {}) {
   const int n = t.size(), r = t.rank();
-  const std::size_t esize = size_of(dt), mine = layout.count(r);
+  const std::size_t esize = size_of(dt), mine = layout.count(r), bytes = mine * esize;
   const char* input = static_cast<const char*>(in);
   char* output = static_cast<char*>(out);
   if (n == 1) {
     before_block(0);
-    t.copy(output, input + layout.offset(0) * esize, mine * esize);
+    t.copy(output, input + layout.offset(0) * esize, bytes);
     return;
   }
-  auto partials = t.allocate(static_cast<std::size_t>(n - 1) * mine * esize);
-  auto partial = [&](int k) { return partials.data() + static_cast<std::size_t>(k - 1) * mine * esize; };
-  std::vector<typename T::Request> recvs, sends;
-  recvs.reserve(static_cast<std::size_t>(n - 1));
-  sends.reserve(static_cast<std::size_t>(n - 1));
-  for (int k = 1; k < n; ++k)  // rank r+k sends its partial of my block k-th
-    recvs.push_back(t.irecv(partial(k), mine * esize, ring_detail::mod(r + k, n), direct_detail::tag));
-  for (int k = 1; k < n; ++k) {
+  const int w = std::min(direct_detail::peers_in_flight, n - 1);
+  // The others' partials of my block, in w receive slots, summed into `others` as they arrive: my own
+  // block is read last (the hooks' order), and `out` may be it.
+  auto scratch = t.allocate(static_cast<std::size_t>(w + 1) * bytes);
+  char* others = scratch.data();
+  auto slot = [&](int k) { return others + static_cast<std::size_t>(1 + (k - 1) % w) * bytes; };
+  std::vector<typename T::Request> recvs(static_cast<std::size_t>(w)), sends(static_cast<std::size_t>(w));
+  // Exchange k: receive rank r+k's partial of my block, send my partial of block r-k (its k-th).
+  auto post = [&](int k) {
+    const auto at = static_cast<std::size_t>((k - 1) % w);
     const int to = ring_detail::mod(r - k, n);
+    recvs[at] = t.irecv(slot(k), bytes, ring_detail::mod(r + k, n), direct_detail::tag);
     before_block(to);
-    sends.push_back(t.isend(input + layout.offset(to) * esize, layout.count(to) * esize, to, direct_detail::tag));
+    t.wait(sends[at]);
+    sends[at] = t.isend(input + layout.offset(to) * esize, layout.count(to) * esize, to, direct_detail::tag);
+  };
+  for (int k = 1; k <= w; ++k) post(k);
+  for (int k = 1; k < n; ++k) {
+    t.wait(recvs[static_cast<std::size_t>((k - 1) % w)]);
+    if (k == 1) t.copy(others, slot(k), bytes);
+    else t.reduce(others, others, slot(k), mine, dt, op);
+    if (k + w < n) post(k + w);
   }
   before_block(r);
-  const char* own = input + layout.offset(r) * esize;
-  for (int k = 1; k < n; ++k) {
-    t.wait(recvs[static_cast<std::size_t>(k - 1)]);
-    t.reduce(output, k == 1 ? own : output, partial(k), mine, dt, op);
-  }
+  t.reduce(output, input + layout.offset(r) * esize, others, mine, dt, op);
   t.wait_all(sends);
   if (op == ReduceOp::avg) t.divide(output, mine, dt, n);
 }
