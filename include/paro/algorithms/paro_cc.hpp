@@ -12,10 +12,11 @@
 // - all-reduce: intra reduce-scatter -> rail all-reduce of the 1/m piece -> intra all-gather, cut into
 //   chunks that flow through the three lanes as a software pipeline.
 // Lanes run on their own threads. Where the backend cannot drive two communicators at once, one thread
-// overlaps the levels instead: my unit's steps for a shard run inside the rail ring's hooks, while the
+// overlaps the levels instead: my unit's steps for a shard run inside the rail's hooks, while the
 // rail's messages of that step are in flight; the all-reduce is then this reduce-scatter and all-gather
 // (the same messages, without the pipeline between its halves).
-// Uneven units (groups of different sizes) take the flat ring instead, and say so in the log.
+// Each level is a ring, or a direct exchange where its blocks are small (direct.hpp).
+// Uneven units (groups of different sizes) run one flat level instead, and say so in the log.
 //
 // Costs are in cost_model.hpp.
 

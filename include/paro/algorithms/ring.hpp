@@ -135,10 +135,10 @@ void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const R
   const std::size_t in_flight = window + plan.chunks;
   std::vector<typename T::Request> sends(in_flight);
   std::size_t sent = 0;
-  auto send = [&](std::pair<char*, std::size_t> region) {
+  auto send = [&](std::pair<char*, std::size_t> piece) {
     typename T::Request& oldest = sends[sent++ % in_flight];
     t.wait(oldest);
-    oldest = t.isend(region.first, region.second, right, ring_detail::tag);
+    oldest = t.isend(piece.first, piece.second, right, ring_detail::tag);
   };
   for (std::size_t c = 0; c < plan.chunks; ++c) send(region(r, c));
   std::vector<typename T::Request> recvs(window);
