@@ -404,7 +404,7 @@ class Communicator {
     p.ring = ring_;
     p.direct_max_bytes = direct_max_;
     p.overlap = plan.algorithm == Algorithm::paro_cc;
-    p.concurrent = lane_threads_ && t_.concurrent_use();
+    p.concurrent = lanes_on_threads(t_);
     // Lanes that run one after the other gain nothing from a pipeline, and every piece costs its latency.
     p.pipeline_chunk_bytes = p.concurrent ? plan.pipeline_chunk_bytes : 0;
     return p;
@@ -437,7 +437,7 @@ class Communicator {
                                        static_cast<std::int64_t>(ring_.chunk_bytes),
                                        static_cast<std::int64_t>(ring_.window),
                                        static_cast<std::int64_t>(pipeline_chunk_),
-                                       static_cast<std::int64_t>(lane_threads_ && t.concurrent_use()),
+                                       static_cast<std::int64_t>(lanes_on_threads(t)),
                                        static_cast<std::int64_t>(direct_max_)};
     std::vector<std::int64_t> all(fields * static_cast<std::size_t>(t.size()));
     std::copy(mine, mine + fields, all.begin() + static_cast<std::ptrdiff_t>(fields * static_cast<std::size_t>(t.rank())));
@@ -458,6 +458,9 @@ class Communicator {
 
   // PARO_LANES=threads (default) or inline: paro_cc overlaps its levels on one thread, through the rail
   // ring's hooks, even where the backend could drive them from threads (fewer threads per rank).
+  // Whether paro_cc's lanes get threads of their own on this communicator (else they share the caller's).
+  bool lanes_on_threads(const Transport& t) const { return lane_threads_ && t.concurrent_use(); }
+
   static bool lane_threads_from_env() {
     const std::string lanes = env::get("PARO_LANES").value_or("threads");
     detail::require(lanes == "threads" || lanes == "inline", "PARO_LANES=", lanes, ": allowed values are threads and inline");

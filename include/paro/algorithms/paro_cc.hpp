@@ -97,7 +97,7 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
   const std::size_t pieces = hd::piece_count(blocks.total(), size_of(dt), blocks.max_count(), p.pipeline_chunk_bytes);
   Progress arrived;  // shards in place, piece by piece in the ring's order mine, mine-1, mine-2, ...
   run_lanes(
-      p.concurrent, {&arrived},
+      /*concurrent=*/true, {&arrived},
       [&] {
         for (std::size_t k = 0; k < pieces; ++k) rail(hd::piece_of(blocks, k, pieces), [&](int) { arrived.advance(); });
       },
@@ -146,7 +146,7 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
   const std::size_t pieces = hd::piece_count(blocks.total(), esize, blocks.max_count(), p.pipeline_chunk_bytes);
   Progress produced;
   run_lanes(
-      p.concurrent, {&produced},
+      /*concurrent=*/true, {&produced},
       [&] {
         for (std::size_t k = 0; k < pieces; ++k)
           for (int i = 1; i <= g; ++i) {
@@ -214,7 +214,7 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
   }
   Progress reduced, combined;
   run_lanes(
-      p.concurrent, {&reduced, &combined},
+      /*concurrent=*/true, {&reduced, &combined},
       [&] {
         for (std::size_t k = 0; k < chunks; ++k) {
           reduce_scatter(k);
