@@ -5,6 +5,9 @@
 
 #include <chrono>
 #ifdef PARO_SIMULATED_CLOCK
+#include <cmath>
+#include <ctime>
+
 #include <mpi.h>
 #endif
 
@@ -24,5 +27,15 @@ inline double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 #endif
 }
+
+#ifdef PARO_SIMULATED_CLOCK
+// Sleeps in simulated time until the clock reads t_us (at once if it already does).
+inline void sleep_until_us(double t_us) {
+  const double seconds = (t_us - now_us()) * 1e-6;
+  if (seconds <= 0) return;
+  timespec span{static_cast<std::time_t>(seconds), static_cast<long>((seconds - std::floor(seconds)) * 1e9)};
+  smpi_nanosleep(&span, nullptr);
+}
+#endif
 
 }  // namespace paro::bench

@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -293,11 +294,11 @@ class Bench {
       auto once = [&] { paro::testing::call(comm_, coll_, in, out, count, dt, op, {algo, scope_}); };
       for (int i = 0; i < s_.warmup; ++i) once();
       comm_.barrier();
+      start_together();
       const double start = paro::bench::now_us();
       for (int i = 0; i < s_.iters; ++i) once();
       const double end = paro::bench::now_us();
-      // With one clock for all ranks (a simulation), the makespan from the first start to the last end:
-      // ranks leave the barrier at different moments, and a late one would time only the end of the call.
+      // With one clock for all ranks (a simulation), the makespan from the (common) start to the last end.
       // Otherwise nccl-tests' convention, the mean over ranks of their own times.
       const double us = paro::bench::clock_is_global ? reduced(end, ReduceOp::max) + reduced(-start, ReduceOp::max)
                                                      : mean_over_ranks(end - start);
@@ -325,6 +326,22 @@ class Bench {
     if (s_.placement == "in") return {1};
     return {0, 1};
   }
+
+#ifdef PARO_SIMULATED_CLOCK
+  // Ranks leave a barrier at different simulated moments, tens of microseconds apart at 128 ranks, which
+  // a makespan would count and a small collective would be dominated by: every rank sleeps until one
+  // moment, a margin after the last of them has left. A rank still late then is an error, not a number.
+  void start_together() {
+    constexpr double margin_us = 10000;
+    const double at = reduced(paro::bench::now_us(), ReduceOp::max) + margin_us;
+    paro::bench::sleep_until_us(at);
+    const double late_us = paro::bench::now_us() - at;
+    if (late_us > 1) throw std::runtime_error("rank " + std::to_string(t_.rank()) + " started " + std::to_string(late_us) +
+                                                  " us after the common start: raise start_together's margin");
+  }
+#else
+  void start_together() {}
+#endif
 
   double mean_over_ranks(double v) { return reduced(v, ReduceOp::sum) / comm_.size(); }
 
