@@ -456,11 +456,11 @@ class Communicator {
                       ", rank ", r, " calls ", describe(r));
   }
 
-  // PARO_LANES=threads (default) or inline: paro_cc overlaps its levels on one thread, through the rail
-  // ring's hooks, even where the backend could drive them from threads (fewer threads per rank).
   // Whether paro_cc's lanes get threads of their own on this communicator (else they share the caller's).
   bool lanes_on_threads(const Transport& t) const { return lane_threads_ && t.concurrent_use(); }
 
+  // PARO_LANES=threads (default) or inline: paro_cc overlaps its levels on one thread, through the rail's
+  // hooks, even where the backend could drive them from threads (fewer threads per rank).
   static bool lane_threads_from_env() {
     const std::string lanes = env::get("PARO_LANES").value_or("threads");
     detail::require(lanes == "threads" || lanes == "inline", "PARO_LANES=", lanes, ": allowed values are threads and inline");
