@@ -47,7 +47,7 @@
 #include "paro/transport/mpi.hpp"
 #endif
 #ifdef PARO_HAVE_CUDA
-#include "paro/cuda/threads.cuh"
+#include "paro/transport/threads_cuda.cuh"
 #include "paro/transport/nccl.hpp"
 #endif
 #ifdef PARO_HAVE_COMPRESSION
@@ -527,7 +527,7 @@ void run_compressed(paro::Communicator<Transport>& comm, const Settings& s, nloh
   paro::bench::CompressedBench<Transport>(comm, run, algorithms_of(comm, s, Collective::all_reduce)).run(records);
 #else
   (void)comm, (void)s, (void)records;
-  throw paro::Error("--coll compressed_all_reduce: this paro-bench was built without the compression component "
+  throw paro::UsageError("--coll compressed_all_reduce: this paro-bench was built without the compression component "
                     "(BLAS and Random123)");
 #endif
 }
@@ -629,7 +629,7 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
         for (double& t : runs) t = timed(repeats, call);
         std::sort(runs, runs + 3);  // the median, against the noise of a shared machine
         const double bytes = static_cast<double>(count * 4 * (coll == Collective::all_reduce ? 1 : n));
-        points.emplace_back(bytes, runs[1] / std::max(1e-3, formulas.formula(algo, coll, static_cast<std::size_t>(bytes), shape).time_us));
+        points.emplace_back(bytes, runs[1] / std::max(1e-3, paro::algorithms::BuiltinAlgorithms::formula(formulas, algo, coll, static_cast<std::size_t>(bytes), shape).time_us));
       }
     }
   m.source = "paro-bench --calibrate";
@@ -771,7 +771,7 @@ int main(int argc, char** argv) {
       wrong = run_or_calibrate(comm, s, records);
       if (comm.rank() == 0) write_json(s, records);
 #else
-      throw paro::Error("--backend mpi: this paro-bench was built without MPI (configure with MPI installed)");
+      throw paro::UsageError("--backend mpi: this paro-bench was built without MPI (configure with MPI installed)");
 #endif
     }
     return wrong == 0 ? 0 : 1;

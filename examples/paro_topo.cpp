@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
       paro::Communicator comm(paro::mpi::Transport::world(), config);
       report(comm, json);
 #else
-      throw paro::Error("--backend mpi: this paro-topo was built without MPI");
+      throw paro::UsageError("--backend mpi: this paro-topo was built without MPI");
 #endif
     }
     return 0;

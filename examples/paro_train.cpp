@@ -64,7 +64,7 @@ void apply_config(Settings& s, const std::string& path, const CLI::App& app) {
   try {
     in >> j;
   } catch (const std::exception& e) {
-    throw paro::Error(paro::detail::concat("--config '", path, "': not JSON (", e.what(), ")"));
+    throw paro::UsageError(paro::detail::concat("--config '", path, "': not JSON (", e.what(), ")"));
   }
   auto given = [&](const char* flag) { return app.count(flag) > 0; };  // the command line wins
   try {
@@ -92,7 +92,7 @@ void apply_config(Settings& s, const std::string& path, const CLI::App& app) {
       if (o.contains("params") && o.at("params").contains("lr")) s.lr = o.at("params").at("lr").get<float>();
     }
   } catch (const nlohmann::json::exception& e) {
-    throw paro::Error(paro::detail::concat("--config '", path, "': ", e.what()));
+    throw paro::UsageError(paro::detail::concat("--config '", path, "': ", e.what()));
   }
   paro::detail::require(s.accumulation >= 1 && s.batch >= 1, "--config: gradient_accumulation_steps and ",
                         "train_micro_batch_size_per_gpu must be >= 1");
@@ -382,7 +382,7 @@ int main(int argc, char** argv) {
       status = train(comm, s, records);
       if (comm.rank() == 0) write();
 #else
-      throw paro::Error("--backend mpi: this paro-train was built without MPI");
+      throw paro::UsageError("--backend mpi: this paro-train was built without MPI");
 #endif
     }
     return status;

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/registry.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/env.hpp"

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "paro/algorithms/hierarchy.hpp"
-#include "paro/algorithms/select.hpp"
+#include "paro/algorithms/cost_shape.hpp"
+#include "paro/algorithms/link_sources.hpp"
+#include "paro/algorithms/registry.hpp"
 #include "paro/topology/emulation.hpp"
 
 namespace {
@@ -16,6 +18,7 @@ using paro::Collective;
 using paro::algorithms::CostModel;
 using paro::algorithms::CostShape;
 using paro::algorithms::LinkModel;
+using Builtin = paro::algorithms::BuiltinAlgorithms;
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
@@ -92,21 +95,57 @@ TEST(LowerBound, BelowEveryPrediction) {
     const CostModel model(slow_nic(nic), slow_nic(nic));
     for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce})
       for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 30); bytes *= 4)
-        for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc})
-          EXPECT_LE(model.lower_bound(c, bytes, two_by_four()), model.predict(a, c, bytes, two_by_four()).time_us)
-              << paro::name_of(c) << " " << paro::name_of(a) << " " << bytes << " nic " << paro::name_of(nic);
+        for (Algorithm a : paro::all_algorithms)
+          if (Builtin::family(a) != paro::algorithms::Family::native) {  // native is not modelled
+            EXPECT_LE(model.lower_bound(c, bytes, two_by_four()), Builtin::predict(model, a, c, bytes, two_by_four()).time_us)
+                << paro::name_of(c) << " " << paro::name_of(a) << " " << bytes << " nic " << paro::name_of(nic);
+          }
   }
 }
 
 TEST(Choice, HierarchicalOverlapWinsLargeMessagesOnSlowLinks) {
   const CostModel model(slow_nic(paro::NicModel::shared), slow_nic(paro::NicModel::shared));
   for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
-    EXPECT_EQ(model.choose(c, MiB64, two_by_four()), Algorithm::paro_cc) << paro::name_of(c);
-    EXPECT_LT(model.predict(Algorithm::paro_cc, c, MiB64, two_by_four()).time_us,
-              model.predict(Algorithm::paro_seq, c, MiB64, two_by_four()).time_us);
+    EXPECT_EQ(Builtin::best(model, c, MiB64, two_by_four()).algorithm, Algorithm::paro_cc) << paro::name_of(c);
+    EXPECT_LT(Builtin::predict(model, Algorithm::paro_cc, c, MiB64, two_by_four()).time_us,
+              Builtin::predict(model, Algorithm::paro_seq, c, MiB64, two_by_four()).time_us);
   }
   // The all-reduce pipeline is cut into several chunks.
-  EXPECT_LT(model.predict(Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()).pipeline_chunk_bytes, MiB64);
+  EXPECT_LT(Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()).pipeline_chunk_bytes, MiB64);
+}
+
+// The shape Communicator computes for a scope, from the topology and the grouping alone.
+TEST(CostShape, FromTheTopologyAndTheGroups) {
+  const paro::Topology topo = paro::topology::EmulationSpec::parse("nodes=2,ranks=4").place(8);
+  const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7}, node_of = topo.ordinals(paro::Level::node);
+  const auto chain = paro::algorithms::scope_partitions(topo, node_of, all);
+  ASSERT_EQ(chain.size(), 1u);
+  const CostShape s = paro::algorithms::cost_shape(topo, all, chain, paro::NicModel::shared);
+  const CostShape want = two_by_four();
+  EXPECT_EQ(s.ranks, want.ranks);
+  EXPECT_EQ(s.units, want.units);
+  EXPECT_EQ(s.rail_inter, want.rail_inter);
+  EXPECT_EQ(s.nodes, want.nodes);
+  EXPECT_EQ(s.ranks_per_node, want.ranks_per_node);
+  EXPECT_EQ(s.nic_flows, want.nic_flows);
+  EXPECT_EQ(s.ring_nic_flows, want.ring_nic_flows);
+  EXPECT_TRUE(s.hierarchical());
+  EXPECT_FALSE(s.leaf_inter);
+  // A rail (ranks 1 and 5): one member per node, flat, every ring step leaves the node.
+  const std::vector<int> rail = {1, 5};
+  const CostShape r = paro::algorithms::cost_shape(topo, rail, paro::algorithms::scope_partitions(topo, node_of, rail),
+                                                   paro::NicModel::shared);
+  EXPECT_EQ(r.ranks, 2);
+  EXPECT_FALSE(r.hierarchical());
+  EXPECT_EQ(r.nodes, 2);
+  EXPECT_EQ(r.ring_nic_flows, 4) << "one flow per rail of the node, all at once";
+  // Cyclic placement (rank r on node r % 2): groups of 4 consecutive ranks cut across the nodes, so the
+  // chain keeps the nodes only; a flat scope of ranks 0 and 1 spans both nodes.
+  const paro::Topology cyclic = paro::topology::EmulationSpec::parse("nodes=2,ranks=4,order=cyclic").place(8);
+  const std::vector<int> by_four = {0, 0, 0, 0, 1, 1, 1, 1};
+  EXPECT_EQ(paro::algorithms::scope_partitions(cyclic, by_four, all),
+            (std::vector<std::vector<int>>{{0, 1, 0, 1, 0, 1, 0, 1}}));
+  EXPECT_TRUE(paro::algorithms::cost_shape(cyclic, {0, 1}, {}, paro::NicModel::shared).leaf_inter);
 }
 
 TEST(Choice, FlatScopesNeverPickHierarchicalAlgorithms) {
@@ -114,11 +153,11 @@ TEST(Choice, FlatScopesNeverPickHierarchicalAlgorithms) {
   flat.ranks = 6;
   const CostModel model;
   for (std::size_t bytes = 64; bytes <= (std::size_t{1} << 28); bytes *= 8) {
-    const Algorithm a = model.choose(Collective::all_reduce, bytes, flat);
+    const Algorithm a = Builtin::best(model, Collective::all_reduce, bytes, flat).algorithm;
     EXPECT_TRUE(a == Algorithm::ring || a == Algorithm::tree) << bytes << " " << paro::name_of(a);
   }
-  EXPECT_EQ(model.choose(Collective::all_reduce, 64, flat), Algorithm::tree);
-  EXPECT_EQ(model.choose(Collective::all_reduce, std::size_t{1} << 28, flat), Algorithm::ring);
+  EXPECT_EQ(Builtin::best(model, Collective::all_reduce, 64, flat).algorithm, Algorithm::tree);
+  EXPECT_EQ(Builtin::best(model, Collective::all_reduce, std::size_t{1} << 28, flat).algorithm, Algorithm::ring);
 }
 
 TEST(Hierarchy, NestedPartitionsCoarsestFirst) {
@@ -154,8 +193,8 @@ TEST(Links, CostFileRoundTripAndErrors) {
   EXPECT_EQ(back.correction(Collective::all_reduce, Algorithm::paro_cc, 1 << 30), 1.5);
   EXPECT_EQ(back.correction(Collective::all_gather, Algorithm::ring, 65536), 1) << "uncalibrated";
   const CostModel model(back, back);
-  EXPECT_NEAR(model.predict(Algorithm::paro_cc, Collective::all_reduce, 65536, two_by_four()).time_us /
-                  model.formula(Algorithm::paro_cc, Collective::all_reduce, 65536, two_by_four()).time_us,
+  EXPECT_NEAR(Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, 65536, two_by_four()).time_us /
+                  Builtin::formula(model, Algorithm::paro_cc, Collective::all_reduce, 65536, two_by_four()).time_us,
               2.25, 1e-9);
   auto error_of = [](const std::string& text) {
     try {

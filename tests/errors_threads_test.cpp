@@ -155,6 +155,71 @@ TEST(Faults, AFailingRankStopsTheOthersAndItsErrorIsReported) {
   EXPECT_EQ(stopped.load(), 3);
 }
 
+// Each kind of error is raised where it should be, so that a trainer can tell a mistake (fix the call)
+// from a stuck or failed peer (restart the job) without reading messages.
+TEST(ErrorKinds, UsageTimeoutAndPeerFailure) {
+  auto kind_of = [](int n, auto body) {
+    try {
+      paro::threads::run(n, [&](paro::threads::Transport t) {
+        paro::Communicator comm(std::move(t));
+        body(comm);
+      });
+    } catch (const paro::Error& e) {
+      return e.kind();
+    }
+    ADD_FAILURE() << "no error";
+    return paro::ErrorKind::backend;
+  };
+  EXPECT_EQ(kind_of(2, [](auto& comm) { comm.all_reduce(nullptr, nullptr, 4, DataType::f32, ReduceOp::sum); }),
+            paro::ErrorKind::usage);
+  EXPECT_THROW(paro::parse_scope("world"), paro::UsageError);
+  EXPECT_THROW(paro::AlgorithmOverrides::parse("allreduce:fast"), paro::UsageError);
+
+  setenv("PARO_TIMEOUT", "0.3", 1);
+  std::atomic<int> timeouts{0}, stopped{0};
+  const auto root = kind_of(3, [&](auto& comm) {
+    if (comm.rank() == 2) return;  // never enters the collective
+    float x = 1;
+    try {
+      comm.all_reduce(&x, &x, 1, ReduceOp::sum, {Algorithm::ring});
+    } catch (const paro::TimeoutError&) {
+      ++timeouts;
+      throw;
+    } catch (const paro::PeerFailure&) {
+      ++stopped;  // the rank that did not time out first is stopped by the one that did
+      throw;
+    }
+  });
+  unsetenv("PARO_TIMEOUT");
+  EXPECT_EQ(root, paro::ErrorKind::timeout) << "the root cause is reported";
+  EXPECT_GE(timeouts.load(), 1);
+  EXPECT_EQ(timeouts.load() + stopped.load(), 2) << "both waiting ranks raise a timeout or a peer failure";
+
+  std::atomic<int> peer_failures{0};
+  kind_of(4, [&](auto& comm) {
+    if (comm.rank() == 0) throw paro::UsageError("rank 0 gave up");
+    float x = 1;
+    try {
+      comm.all_reduce(&x, &x, 1, ReduceOp::sum, {Algorithm::ring});
+    } catch (const paro::PeerFailure& e) {
+      if (e.message().find("rank 0 gave up") != std::string::npos) ++peer_failures;
+      throw;
+    }
+  });
+  EXPECT_EQ(peer_failures.load(), 3);
+}
+
+TEST(ErrorKinds, ContextKeepsTheKind) {
+  try {
+    paro::rethrow_with_context(paro::TimeoutError("waiting for rank 3"), "all_reduce: ");
+  } catch (const paro::TimeoutError& e) {
+    EXPECT_EQ(e.message(), "all_reduce: waiting for rank 3");
+    EXPECT_EQ(std::string(e.what()), "paro: all_reduce: waiting for rank 3");
+    return;
+  }
+  ADD_FAILURE() << "the kind was lost";
+}
+
 TEST(Split, ColorsKeysAndEmptyMembers) {
   auto failures = paro::testing::on_threads(7, [](auto& comm) {
     std::vector<std::string> f;

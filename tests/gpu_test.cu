@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "paro/cuda/kernels.cuh"
-#include "paro/cuda/threads.cuh"
+#include "paro/transport/threads_cuda.cuh"
 #include "paro/testing/collective_check.hpp"
 #include "paro/transport/nccl.hpp"
 #include "threads_harness.hpp"

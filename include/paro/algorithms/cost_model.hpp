@@ -97,7 +97,7 @@ inline LinkModel preset(const std::string& name) {
     }
     names += detail::concat(names.empty() ? "" : " ", p.name);
   }
-  throw Error(detail::concat("PARO_LINKS='", name, "' is not a preset; allowed: ", names));
+  throw UsageError(detail::concat("PARO_LINKS='", name, "' is not a preset; allowed: ", names));
 }
 
 // What the model needs to know about a scope: how the hierarchical algorithms would cut it, and how its
@@ -142,60 +142,6 @@ class CostModel {
   const LinkModel& links() const { return l_; }
   const LinkModel& bound_links() const { return bound_; }
 
-  // full_bytes: the full buffer (n blocks for all-gather and reduce-scatter).
-  Prediction predict(Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) const {
-    Prediction p = formula(a, c, full_bytes, s);
-    p.time_us *= l_.correction(c, a, static_cast<double>(full_bytes));
-    return p;
-  }
-
-  // The formulas alone, without measured corrections.
-  Prediction formula(Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) const {
-    const double N = static_cast<double>(full_bytes);
-    const int n = s.ranks;
-    if (n <= 1) return {l_.step_us, 0};
-    const double block = N / n;
-    switch (a) {
-      case Algorithm::ring: return {flat_ring(c, N, n, flat_link(s)), 0};
-      case Algorithm::tree: return {flat_tree(c, N, n, s), 0};
-      case Algorithm::paro_cc:
-      case Algorithm::paro_seq: {
-        if (!s.hierarchical()) return {flat_level(c, N, n, flat_link(s)), 0};
-        const bool overlap = a == Algorithm::paro_cc;
-        if (c == Collective::all_reduce) return all_reduce(s, N, overlap);
-        if (!overlap) return {c == Collective::all_gather ? gather(s, 0, block, false) : scatter(s, 0, block, false), 0};
-        return pipelined(c, s, block);
-      }
-      case Algorithm::mics_hcs: {
-        if (!s.hierarchical()) return {flat_ring(c, N, n, flat_link(s)), 0};
-        return {mics(c, s, N), 0};
-      }
-      case Algorithm::native:
-      case Algorithm::automatic: break;
-    }
-    return {0, 0};
-  }
-
-  struct Choice {
-    Algorithm algorithm;
-    Prediction prediction;
-  };
-
-  // The fastest predicted algorithm among those the backend offers (native is never predicted), with its
-  // prediction (the pipeline chunk to run it with).
-  Choice best(Collective c, std::size_t full_bytes, const CostShape& s) const {
-    Choice best{Algorithm::ring, predict(Algorithm::ring, c, full_bytes, s)};
-    for (Algorithm a : {Algorithm::tree, Algorithm::paro_cc, Algorithm::paro_seq, Algorithm::mics_hcs}) {
-      if (a != Algorithm::tree && !s.hierarchical()) continue;
-      const Prediction p = predict(a, c, full_bytes, s);
-      if (p.time_us < best.prediction.time_us * (1 - 1e-9)) best = {a, p};
-    }
-    return best;
-  }
-  Algorithm choose(Collective c, std::size_t full_bytes, const CostShape& s) const {
-    return best(c, full_bytes, s).algorithm;
-  }
-
   // No algorithm beats this: the bytes that must cross a node's NICs and each rank's intra links, traded
   // off against each other at best, the bytes that must enter a pod through its uplink, and one latency
   // of the slowest link the last byte must cross (an algorithm that posts all its messages at once pays
@@ -231,10 +177,8 @@ class CostModel {
     return bandwidth + latency;
   }
 
- private:
-  LinkModel l_, bound_;
-  double direct_max_ = static_cast<double>(default_direct_max_bytes);
-
+  // The terms algorithm descriptors build their predictions from (each algorithm's `predict`, next to
+  // its schedules). N: the full buffer in bytes; n: ranks; formulas in docs/algorithms.md.
   struct Hop {
     double alpha, beta;  // per message (us), per byte (us)
   };
@@ -388,7 +332,18 @@ class CostModel {
     return best;
   }
 
+  // paro_cc (overlap) and paro_seq: the levels' schedules, or one flat level where the scope has none.
+  Prediction paro(Collective c, double N, const CostShape& s, bool overlap) const {
+    if (!s.hierarchical()) return {flat_level(c, N, s.ranks, flat_link(s)), 0};
+    if (c == Collective::all_reduce) return all_reduce(s, N, overlap);
+    const double block = N / s.ranks;
+    if (!overlap) return {c == Collective::all_gather ? gather(s, 0, block, false) : scatter(s, 0, block, false), 0};
+    return pipelined(c, s, block);
+  }
+
+  // MiCS-HCS: the rail ring and a ring per unit member, one after the other; a flat ring without levels.
   double mics(Collective c, const CostShape& s, double N) const {
+    if (!s.hierarchical()) return flat_ring(c, N, s.ranks, flat_link(s));
     const int g = s.units[0], m = s.ranks / g;
     const Hop rail = rail_hop(s, 0);
     const bool unit_inter = s.units.size() > 1 ? true : s.leaf_inter;
@@ -405,6 +360,9 @@ class CostModel {
     }
     return 0;
   }
+ private:
+  LinkModel l_, bound_;
+  double direct_max_ = static_cast<double>(default_direct_max_bytes);
 };
 
 }  // namespace paro::algorithms

@@ -16,11 +16,12 @@
 #include "paro/algorithms/ring.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
+#include "paro/core/tags.hpp"
 
 namespace paro::algorithms {
 
 namespace direct_detail {
-constexpr int tag = 0x44;
+constexpr int tag = tags::direct;
 constexpr int peers_in_flight = 16;
 }  // namespace direct_detail
 

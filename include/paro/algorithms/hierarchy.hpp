@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/log.hpp"
 
@@ -154,5 +155,18 @@ bool flat_path(const Hierarchy<T>& h, const char* what) {
 }
 
 }  // namespace hierarchical_detail
+
+// For hierarchical descriptors: the call's blocks, one per rank of the scope.
+template <class Ctx>
+BlockList blocks_of(Ctx& x, const Call& c) {
+  return BlockList::from(BlockLayout::uniform(x.comm().size(), c.count));
+}
+
+// Hierarchical reduce-scatters combine partial sums level by level; avg divides once, at the end.
+template <class Ctx, class Run>
+void reduce_scatter_dividing_last(Ctx& x, const Call& c, Run&& run) {
+  run(c.op == ReduceOp::avg ? ReduceOp::sum : c.op);
+  if (c.op == ReduceOp::avg) x.comm().divide(c.recv, c.count, c.dt, x.comm().size());
+}
 
 }  // namespace paro::algorithms

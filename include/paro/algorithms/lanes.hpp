@@ -2,7 +2,7 @@
 // Lanes: how the CPU executor overlaps the levels of a hierarchical schedule. Each lane is the sequence of
 // steps one level runs (intra-group, rail, ...), written as plain blocking code on its own
 // sub-communicator; the lanes of one call run at once on their own threads and hand work to each other
-// through Progress counters. (A CUDA executor maps the same lanes to streams and Progress to events.)
+// through Progress counters.
 //
 // Where the backend cannot be driven from several threads at once, the lanes run one after the other in
 // the order given, which must therefore be a dependency order; results are the same, only the overlap is lost.
@@ -46,7 +46,7 @@ class Progress {
   void wait_for(std::size_t count) {
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [&] { return done_ >= count || poisoned_; });
-    if (done_ < count) throw Error("stopped because another lane of this collective failed");
+    if (done_ < count) throw PeerFailure("stopped because another lane of this collective failed");
   }
 
  private:

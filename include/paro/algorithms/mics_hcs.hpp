@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/ring.hpp"
 #include "paro/core/dtype.hpp"
@@ -73,5 +74,31 @@ void mics_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
   h.comm.copy(out + pieces.offset(j) * esize, temp.data(), pieces.count(j) * esize);
   ring_all_gather(h.unit->comm, out, pieces, dt, ring);
 }
+
+// The descriptor (registry.hpp).
+struct MicsHcs {
+  static constexpr Algorithm id = Algorithm::mics_hcs;
+  static constexpr const char* name = "mics_hcs";
+  static constexpr Family family = Family::hierarchical;
+  static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
+    return {m.mics(c, s, N), 0};
+  }
+  template <class Ctx>
+  static void all_reduce(Ctx& x, const Call& c) {
+    mics_all_reduce(x.hierarchy(), static_cast<const char*>(c.send), static_cast<char*>(c.recv), c.count, c.dt, c.op,
+                    x.ring());
+  }
+  template <class Ctx>
+  static void all_gather(Ctx& x, const Call& c) {
+    mics_all_gather(x.hierarchy(), static_cast<char*>(c.recv), blocks_of(x, c), c.dt, x.ring());
+  }
+  template <class Ctx>
+  static void reduce_scatter(Ctx& x, const Call& c) {
+    reduce_scatter_dividing_last(x, c, [&](ReduceOp partial) {
+      mics_reduce_scatter(x.hierarchy(), static_cast<const char*>(c.send), blocks_of(x, c), static_cast<char*>(c.recv),
+                          c.dt, partial, x.ring());
+    });
+  }
+};
 
 }  // namespace paro::algorithms

@@ -2,7 +2,10 @@
 // The `native` baseline: the backend's own collective (MPI_Allreduce, ...), for transports that have one.
 
 #include <cstddef>
+#include <type_traits>
 
+#include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/cost_model.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
 
@@ -28,5 +31,28 @@ void native_reduce_scatter(T& t, const void* in, void* out, std::size_t count, D
   static_assert(has_native_v<T>, "paro: this transport has no native collectives (algorithm native needs e.g. mpi)");
   t.native_reduce_scatter(in, out, count, dt, op);
 }
+
+// The descriptor (registry.hpp). Not modelled (predict says 0), so automatic never picks it; the
+// Communicator rejects it on backends without native collectives before a schedule runs.
+struct Native {
+  static constexpr Algorithm id = Algorithm::native;
+  static constexpr const char* name = "native";
+  static constexpr Family family = Family::native;
+  static Prediction predict(const CostModel&, Collective, double, const CostShape&) { return {0, 0}; }
+  template <class Ctx>
+  static void all_reduce(Ctx& x, const Call& c) {
+    if constexpr (has_native_v<std::decay_t<decltype(x.comm())>>)
+      native_all_reduce(x.comm(), c.send, c.recv, c.count, c.dt, c.op);
+  }
+  template <class Ctx>
+  static void all_gather(Ctx& x, const Call& c) {
+    if constexpr (has_native_v<std::decay_t<decltype(x.comm())>>) native_all_gather(x.comm(), c.send, c.recv, c.count, c.dt);
+  }
+  template <class Ctx>
+  static void reduce_scatter(Ctx& x, const Call& c) {
+    if constexpr (has_native_v<std::decay_t<decltype(x.comm())>>)
+      native_reduce_scatter(x.comm(), c.send, c.recv, c.count, c.dt, c.op);
+  }
+};
 
 }  // namespace paro::algorithms

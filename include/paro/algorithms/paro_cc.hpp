@@ -1,7 +1,8 @@
 #pragma once
 // PaRO-CC: hierarchical all-gather, reduce-scatter and all-reduce whose levels overlap (paro_cc), and the
 // same steps run one level after the other with a barrier between phases, as the reference PaRO code
-// does (paro_seq), so that the value of the overlap is measured rather than assumed.
+// does (paro_seq, whose descriptor is in paro_seq.hpp), so that the value of the overlap is measured
+// rather than assumed.
 //
 // With g units of m members at the top of a Hierarchy (my unit i, my index j):
 // - all-gather, outermost level first: the rail all-gathers the blocks (i', j) of every unit straight into
@@ -23,6 +24,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/direct.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/lanes.hpp"
@@ -30,7 +32,7 @@
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
 #include "paro/algorithms/ring.hpp"
-#include "paro/algorithms/tree.hpp"
+#include "paro/transport/control.hpp"
 #include "paro/core/log.hpp"
 
 namespace paro::algorithms {
@@ -87,9 +89,9 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
   };
   if (!p.overlap) {
     rail(blocks, NoHook{});
-    barrier(h.comm);
+    control::barrier(h.comm);
     for (int k = 0; k < g; ++k) shard(blocks, hd::before(mine, k, g));
-    barrier(h.comm);
+    control::barrier(h.comm);
     return;
   }
   // Rail block u is unit u's shard.
@@ -137,9 +139,9 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
   };
   if (!p.overlap) {
     for (int i = 1; i <= g; ++i) shard(0, 1, hd::before(mine, i, g));
-    barrier(h.comm);
+    control::barrier(h.comm);
     rail(0, 1, NoHook{});
-    barrier(h.comm);
+    control::barrier(h.comm);
     return;
   }
   if (!p.concurrent) return rail(0, 1, [&](int u) { shard(0, 1, u); });
@@ -195,9 +197,9 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
   auto all_gather = [&](std::size_t k) { paro_all_gather(*h.unit_copy, out, pieces(k), dt, below); };
   if (!p.overlap) {
     reduce_scatter(0);
-    barrier(h.comm);
+    control::barrier(h.comm);
     combine(0);
-    barrier(h.comm);
+    control::barrier(h.comm);
     all_gather(0);
     return;
   }
@@ -235,5 +237,44 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
         }
       });
 }
+
+// The schedules of paro_cc (overlap) and paro_seq, for their descriptors.
+template <bool Overlap>
+struct ParoSchedules {
+  static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
+    return m.paro(c, N, s, Overlap);
+  }
+  template <class Ctx>
+  static void all_reduce(Ctx& x, const Call& c) {
+    paro_all_reduce(x.hierarchy(), static_cast<const char*>(c.send), static_cast<char*>(c.recv), c.count, c.dt, c.op,
+                    params(x));
+  }
+  template <class Ctx>
+  static void all_gather(Ctx& x, const Call& c) {
+    paro_all_gather(x.hierarchy(), static_cast<char*>(c.recv), blocks_of(x, c), c.dt, params(x));
+  }
+  template <class Ctx>
+  static void reduce_scatter(Ctx& x, const Call& c) {
+    reduce_scatter_dividing_last(x, c, [&](ReduceOp partial) {
+      paro_reduce_scatter(x.hierarchy(), static_cast<const char*>(c.send), blocks_of(x, c), static_cast<char*>(c.recv),
+                          c.dt, partial, params(x));
+    });
+  }
+
+ private:
+  template <class Ctx>
+  static HierarchicalParams params(Ctx& x) {
+    HierarchicalParams p = x.levels();
+    p.overlap = Overlap;
+    return p;
+  }
+};
+
+// The descriptor (registry.hpp).
+struct ParoCC : ParoSchedules<true> {
+  static constexpr Algorithm id = Algorithm::paro_cc;
+  static constexpr const char* name = "paro_cc";
+  static constexpr Family family = Family::hierarchical;
+};
 
 }  // namespace paro::algorithms

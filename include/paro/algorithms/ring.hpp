@@ -11,10 +11,12 @@
 #include <cstddef>
 #include <vector>
 
+#include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
-#include "paro/core/env.hpp"
+#include "paro/core/tags.hpp"
 #include "paro/core/log.hpp"
 
 namespace paro::algorithms {
@@ -23,18 +25,10 @@ struct RingParams {
   std::size_t chunk_bytes = std::size_t{1} << 20;
   std::size_t window = 4;
 
-  // PARO_RING_CHUNK (bytes, e.g. 512K) and PARO_RING_WINDOW (outstanding chunks) override the defaults.
-  static RingParams from_env() {
-    RingParams p;
-    p.chunk_bytes = env::bytes_or("PARO_RING_CHUNK", p.chunk_bytes);
-    paro::detail::require(p.chunk_bytes > 0, "PARO_RING_CHUNK must be positive");
-    p.window = static_cast<std::size_t>(env::integer_or("PARO_RING_WINDOW", static_cast<long>(p.window), 1, 1024));
-    return p;
-  }
 };
 
 namespace ring_detail {
-constexpr int tag = 0x52;
+constexpr int tag = tags::ring;
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace ring_detail
 
@@ -167,5 +161,28 @@ void ring_all_reduce(T& t, const void* in, void* out, std::size_t count, DataTyp
   ring_reduce_scatter(t, in, mine, layout, dt, op, params);
   ring_all_gather(t, out, layout, dt, params);
 }
+
+// The descriptor (registry.hpp): a ring of n-1 steps per phase, on any scope.
+struct Ring {
+  static constexpr Algorithm id = Algorithm::ring;
+  static constexpr const char* name = "ring";
+  static constexpr Family family = Family::flat;
+  static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
+    return {m.flat_ring(c, N, s.ranks, m.flat_link(s)), 0};
+  }
+  template <class Ctx>
+  static void all_reduce(Ctx& x, const Call& c) {
+    ring_all_reduce(x.comm(), c.send, c.recv, c.count, c.dt, c.op, x.ring());
+  }
+  template <class Ctx>
+  static void all_gather(Ctx& x, const Call& c) {
+    ring_all_gather(x.comm(), c.recv, BlockLayout::uniform(x.comm().size(), c.count), c.dt, x.ring());
+  }
+  template <class Ctx>
+  static void reduce_scatter(Ctx& x, const Call& c) {
+    ring_reduce_scatter(x.comm(), c.send, c.recv, BlockLayout::uniform(x.comm().size(), c.count), c.dt, c.op,
+                        x.ring());
+  }
+};
 
 }  // namespace paro::algorithms

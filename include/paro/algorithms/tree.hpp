@@ -4,7 +4,8 @@
 // - reduce-scatter: recursive halving; all-reduce: recursive halving then recursive doubling
 //   (Rabenseifner). For n not a power of two, the first 2(n-p) ranks fold in pairs onto p = 2^floor(log2 n)
 //   "virtual" ranks before, and unfold after (one extra full-buffer exchange for those pairs).
-// - all-gather: Bruck's algorithm, ceil(log2 n) steps for any n, written straight into the output.
+// - all-gather: Bruck's algorithm, ceil(log2 n) steps for any n, written straight into the output
+//   (paro/transport/control.hpp, which topology discovery and PARO_CHECK use too).
 //
 // Cost (p = 2^floor(log2 n), fold = 1 if n != p else 0, N bytes in the full buffer):
 //   all-reduce:     (2 log2 p + 2 fold) a + (2(p-1)/p + 2 fold) N b
@@ -15,16 +16,19 @@
 #include <type_traits>
 #include <vector>
 
+#include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
-#include "paro/transport/transport.hpp"
+#include "paro/core/tags.hpp"
+#include "paro/transport/control.hpp"
 
 namespace paro::algorithms {
 
 namespace tree_detail {
 
-constexpr int tag = 0x54;
+constexpr int tag = tags::tree;
 
 // Maps n ranks onto p virtual ranks: even rank 2v (v < extra) stands for itself and rank 2v+1.
 struct Fold {
@@ -168,54 +172,26 @@ void tree_reduce_scatter(T& t, const void* in, void* out, std::size_t count, Dat
   }
 }
 
-// Bruck all-gather: `buf` holds n blocks of `count` elements, this rank's block already in place. In step k
-// a rank passes the blocks r .. r+k-1 (mod n) it has to rank r-k; a wrapped range travels as two messages.
-template <class T>
-void bruck_all_gather(T& t, void* buf, std::size_t count, DataType dt) {
-  const int n = t.size(), r = t.rank();
-  const std::size_t block = count * size_of(dt);
-  char* data = static_cast<char*>(buf);
-  std::vector<typename T::Request> requests;
-  auto segments = [&](int first, int len, auto&& visit) {  // blocks first .. first+len-1 (mod n)
-    const int head = std::min(len, n - first);
-    visit(data + static_cast<std::size_t>(first) * block, static_cast<std::size_t>(head) * block);
-    if (head < len) visit(data, static_cast<std::size_t>(len - head) * block);
-  };
-  for (int k = 1; k < n; k *= 2) {
-    const int len = std::min(k, n - k);
-    const int to = (r - k + n) % n, from = (r + k) % n;
-    segments((r + k) % n, len, [&](char* p, std::size_t b) { requests.push_back(t.irecv(p, b, from, tree_detail::tag)); });
-    segments(r, len, [&](char* p, std::size_t b) { requests.push_back(t.isend(p, b, to, tree_detail::tag)); });
-    t.wait_all(requests);
+// The descriptor (registry.hpp): logarithmic latency, for small and medium messages, on any scope.
+struct Tree {
+  static constexpr Algorithm id = Algorithm::tree;
+  static constexpr const char* name = "tree";
+  static constexpr Family family = Family::flat;
+  static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
+    return {m.flat_tree(c, N, s.ranks, s), 0};
   }
-}
-
-// All-gathers rows of control data that live on the host (topology facts, call signatures): in place on
-// host transports; on others staged through the transport's memory space. (Staged on the host, they would
-// also become simulated buffers under SMPI, transport.hpp.)
-template <class T>
-void bruck_all_gather_host(T& t, void* rows, std::size_t count, DataType dt) {
-  if constexpr (std::is_base_of_v<HostMemory, T>) {
-    bruck_all_gather(t, rows, count, dt);
-  } else {
-    const std::size_t bytes = count * size_of(dt) * static_cast<std::size_t>(t.size());
-    auto staged = t.allocate(bytes);
-    t.upload(staged.data(), rows, bytes);
-    bruck_all_gather(t, staged.data(), count, dt);
-    t.download(rows, staged.data(), bytes);
+  template <class Ctx>
+  static void all_reduce(Ctx& x, const Call& c) {
+    tree_all_reduce(x.comm(), c.send, c.recv, c.count, c.dt, c.op);
   }
-}
-
-// Dissemination barrier: ceil(log2 n) rounds of empty messages.
-template <class T>
-void barrier(T& t) {
-  const int n = t.size(), r = t.rank();
-  for (int k = 1; k < n; k *= 2) {
-    auto q = t.irecv(nullptr, 0, (r - k + n) % n, tree_detail::tag);
-    auto s = t.isend(nullptr, 0, (r + k) % n, tree_detail::tag);
-    t.wait(q);
-    t.wait(s);
+  template <class Ctx>
+  static void all_gather(Ctx& x, const Call& c) {
+    control::bruck_all_gather(x.comm(), c.recv, c.count, c.dt);
   }
-}
+  template <class Ctx>
+  static void reduce_scatter(Ctx& x, const Call& c) {
+    tree_reduce_scatter(x.comm(), c.send, c.recv, c.count, c.dt, c.op);
+  }
+};
 
 }  // namespace paro::algorithms

@@ -25,7 +25,7 @@ inline const char* name_of(Distribution d) { return d == Distribution::gaussian 
 inline Distribution parse_distribution(std::string_view s) {
   if (s == "gaussian") return Distribution::gaussian;
   if (s == "rademacher") return Distribution::rademacher;
-  throw Error(detail::concat("unknown projection distribution '", s, "'; allowed: gaussian rademacher"));
+  throw UsageError(detail::concat("unknown projection distribution '", s, "'; allowed: gaussian rademacher"));
 }
 
 struct StreamKey {

@@ -50,7 +50,7 @@ inline const char* name_of(ErrorRule r) { return r == ErrorRule::seed ? "seed" :
 inline ErrorRule parse_error_rule(std::string_view s) {
   if (s == "seed") return ErrorRule::seed;
   if (s == "smoothed") return ErrorRule::smoothed;
-  throw Error(detail::concat("unknown error rule '", s, "'; allowed: seed smoothed"));
+  throw UsageError(detail::concat("unknown error rule '", s, "'; allowed: seed smoothed"));
 }
 
 struct SeparateOptions {

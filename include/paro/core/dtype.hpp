@@ -57,7 +57,7 @@ decltype(auto) visit_data_type(DataType dt, F&& f) {
     case DataType::i64: return f(std::int64_t{});
     case DataType::u8: return f(std::uint8_t{});
   }
-  throw Error(detail::concat("invalid DataType value ", static_cast<int>(dt)));
+  throw UsageError(detail::concat("invalid DataType value ", static_cast<int>(dt)));
 }
 
 inline std::size_t size_of(DataType dt) {
@@ -92,7 +92,7 @@ inline DataType parse_data_type(std::string_view s) {
       {"u8", DataType::u8},     {"uint8", DataType::u8}};
   for (const auto& a : aliases)
     if (a.name == s) return a.dt;
-  throw Error(detail::concat("unknown data type '", s, "'; allowed: f32 f64 f16 bf16 i8 i32 i64 u8 ",
+  throw UsageError(detail::concat("unknown data type '", s, "'; allowed: f32 f64 f16 bf16 i8 i32 i64 u8 ",
                              "(or float double half bfloat16 int8 int32 int64 uint8)"));
 }
 

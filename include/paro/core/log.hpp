@@ -18,7 +18,7 @@ inline Level level_from_env() {
   if (*v == "INFO" || *v == "info") return Level::info;
   if (*v == "WARN" || *v == "warn") return Level::warn;
   if (*v == "OFF" || *v == "off" || *v == "0") return Level::off;
-  throw Error(detail::concat("PARO_DEBUG: '", *v, "' is not a log level; allowed: INFO WARN OFF"));
+  throw UsageError(detail::concat("PARO_DEBUG: '", *v, "' is not a log level; allowed: INFO WARN OFF"));
 }
 
 inline Level threshold() {

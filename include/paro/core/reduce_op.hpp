@@ -38,7 +38,7 @@ inline const char* name_of(ReduceOp op) {
 inline ReduceOp parse_reduce_op(std::string_view s) {
   for (ReduceOp op : all_reduce_ops)
     if (s == name_of(op)) return op;
-  throw Error(detail::concat("unknown reduction op '", s, "'; allowed: sum prod min max avg"));
+  throw UsageError(detail::concat("unknown reduction op '", s, "'; allowed: sum prod min max avg"));
 }
 
 inline void validate(ReduceOp op) {

@@ -67,7 +67,7 @@ inline unsigned blocks_for(std::size_t work) {
 inline void check_launch(const char* kernel, DataType dt, std::size_t count) {
   const cudaError_t rc = cudaGetLastError();
   if (rc != cudaSuccess)
-    throw Error(paro::detail::concat("launching the ", kernel, " kernel (", name_of(dt), ", ", count,
+    throw BackendError(paro::detail::concat("launching the ", kernel, " kernel (", name_of(dt), ", ", count,
                                      " elements) failed: ", cudaGetErrorName(rc), ": ", cudaGetErrorString(rc)));
 }
 
@@ -132,7 +132,7 @@ inline void copy_strided_async(void* dst, std::size_t dst_stride, const void* sr
   }
   const cudaError_t rc = cudaGetLastError();
   if (rc != cudaSuccess)
-    throw Error(paro::detail::concat("launching the strided copy kernel (", shards, " shards of ", shard_bytes,
+    throw BackendError(paro::detail::concat("launching the strided copy kernel (", shards, " shards of ", shard_bytes,
                                      " bytes) failed: ", cudaGetErrorName(rc), ": ", cudaGetErrorString(rc)));
 }
 

@@ -17,14 +17,14 @@
 
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
-#include "paro/transport/transport.hpp"
+#include "paro/core/memory.hpp"
 
 namespace paro::cuda {
 
 // Throws paro::Error "<what> failed: <CUDA's name and text>" unless rc is cudaSuccess.
 inline void check(cudaError_t rc, const char* what) {
   if (rc == cudaSuccess) return;
-  throw Error(paro::detail::concat(what, " failed: ", cudaGetErrorName(rc), ": ", cudaGetErrorString(rc)));
+  throw BackendError(paro::detail::concat(what, " failed: ", cudaGetErrorName(rc), ": ", cudaGetErrorString(rc)));
 }
 
 // The number of usable GPUs, 0 where there is none or no driver; asked once per process. why_none()
@@ -103,7 +103,7 @@ inline void wait_event(const Event& ev, double timeout, const std::string& what,
     if (every_poll) every_poll();
     if ((spins & 255u) == 255u) {
       if (std::chrono::steady_clock::now() > deadline)
-        throw Error(paro::detail::concat("timed out after ", timeout, " s waiting for ", what,
+        throw TimeoutError(paro::detail::concat("timed out after ", timeout, " s waiting for ", what,
                                    " on the GPU; a peer is stuck or did not enter the same collective "
                                    "(PARO_TIMEOUT sets the limit)"));
       std::this_thread::yield();

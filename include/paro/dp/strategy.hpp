@@ -64,7 +64,7 @@ struct Strategy {
         case 'I': return Partition::I;
         case 'G': return Partition::G;
       }
-      throw Error(detail::concat("strategy '", text, "': letter '", c, "' is not N, I or G"));
+      throw UsageError(detail::concat("strategy '", text, "': letter '", c, "' is not N, I or G"));
     };
     detail::require(s.size() == 3, "strategy '", text,
                     "': use three letters p g os, each N (replicated), I (within the group) or G (global), e.g. "

@@ -110,12 +110,12 @@ inline Shape shape_of(Collective c, std::size_t count, int n, int r) {
     case Collective::all_gather: return {block, block * static_cast<std::size_t>(n), block * static_cast<std::size_t>(n), mine, 0, mine};
     case Collective::reduce_scatter: return {block * static_cast<std::size_t>(n), block, block * static_cast<std::size_t>(n), 0, mine, 0};
   }
-  throw Error("invalid Collective");
+  throw UsageError("invalid Collective");
 }
 
 // Calls collective c through the public verbs.
-template <class Transport>
-void call(Communicator<Transport>& comm, Collective c, const void* send, void* recv, std::size_t count, DataType dt,
+template <class Transport, class Registry>
+void call(Communicator<Transport, Registry>& comm, Collective c, const void* send, void* recv, std::size_t count, DataType dt,
           ReduceOp op, Options o) {
   switch (c) {
     case Collective::all_reduce: return comm.all_reduce(send, recv, count, dt, op, o);
@@ -130,8 +130,8 @@ struct CheckResult {
 };
 
 // Runs one case on this rank and checks this rank's buffers. Ranks are numbered within the case's scope.
-template <class Transport>
-CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
+template <class Transport, class Registry>
+CheckResult check_case(Communicator<Transport, Registry>& comm, const Case& c) {
   const int n = comm.transport(c.scope).size(), r = comm.transport(c.scope).rank();
   return visit_data_type(c.dt, [&](auto tag) -> CheckResult {
     using T = decltype(tag);
@@ -188,8 +188,8 @@ CheckResult check_case(Communicator<Transport>& comm, const Case& c) {
 }
 
 // The failure description of one case ("" when all right).
-template <class Transport>
-std::string run_case(Communicator<Transport>& comm, const Case& c) {
+template <class Transport, class Registry>
+std::string run_case(Communicator<Transport, Registry>& comm, const Case& c) {
   return check_case(comm, c).report;
 }
 
@@ -203,8 +203,8 @@ inline bool reduced_matrix() {
 
 // The standard matrix on one communicator: every data type x op (all_gather: op unused), the given
 // counts, in place and out of place. Returns the failure descriptions of this rank.
-template <class Transport>
-std::vector<std::string> run_matrix(Communicator<Transport>& comm, Collective coll, Algorithm algo,
+template <class Transport, class Registry>
+std::vector<std::string> run_matrix(Communicator<Transport, Registry>& comm, Collective coll, Algorithm algo,
                                     const std::vector<std::size_t>& counts, Scope scope = Scope::global) {
   const bool reduced = reduced_matrix();
   std::vector<DataType> dtypes(std::begin(all_data_types), std::end(all_data_types));

@@ -47,7 +47,7 @@ struct EmulationSpec {
     EmulationSpec s;
     s.text = std::string(text);
     auto fail = [&](const std::string& why) {
-      throw Error(detail::concat("PARO_EMULATE='", text, "': ", why,
+      throw UsageError(detail::concat("PARO_EMULATE='", text, "': ", why,
                                  "; form: pods=P,switches=S,nodes=N,ranks=R[,order=block|cyclic] (R may be a "
                                  "':'-separated list, one count per node) and optional link keys "
                                  "intra_gbps intra_us inter_gbps inter_us nic=shared|per_rank"));

@@ -35,7 +35,7 @@ struct GroupSpec {
     try {
       size = env::parse_integer(text, "PARO_GROUP", 1, 1 << 24);
     } catch (const Error&) {
-      throw Error(detail::concat("PARO_GROUP='", text, "': unknown grouping; allowed: node switch pod, or a group size"));
+      throw UsageError(detail::concat("PARO_GROUP='", text, "': unknown grouping; allowed: node switch pod, or a group size"));
     }
     return custom(static_cast<int>(size), allow_uneven);
   }

@@ -57,7 +57,7 @@ inline const char* name_of(NicModel m) { return m == NicModel::shared ? "shared"
 inline NicModel parse_nic_model(std::string_view s, std::string_view where) {
   if (s == "shared") return NicModel::shared;
   if (s == "per_rank" || s == "rank") return NicModel::per_rank;
-  throw Error(detail::concat(where, ": nic='", s, "' is not one of: shared per_rank"));
+  throw UsageError(detail::concat(where, ": nic='", s, "' is not one of: shared per_rank"));
 }
 
 struct Topology {

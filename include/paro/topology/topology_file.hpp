@@ -59,7 +59,7 @@ struct TopologyFile {
 #ifdef PARO_HAVE_JSON
     using nlohmann::json;
     auto fail = [&](const std::string& field, const std::string& why) -> void {
-      throw Error(detail::concat("PARO_TOPO_FILE '", path, "': ", field, ": ", why));
+      throw UsageError(detail::concat("PARO_TOPO_FILE '", path, "': ", field, ": ", why));
     };
     json doc;
     try {
@@ -74,7 +74,7 @@ struct TopologyFile {
           ++column;
         }
       }
-      throw Error(detail::concat("PARO_TOPO_FILE '", path, "': line ", line, ", column ", column,
+      throw UsageError(detail::concat("PARO_TOPO_FILE '", path, "': line ", line, ", column ", column,
                                  ": not valid JSON (", e.what(), ")"));
     }
     TopologyFile f;
@@ -115,7 +115,7 @@ struct TopologyFile {
       try {
         f.nic = parse_nic_model(doc["nic"].get<std::string>(), "nic");
       } catch (const Error& e) {
-        fail("nic", e.what() + 6);
+        fail("nic", e.message());
       }
     }
     if (doc.contains("links")) {
@@ -140,7 +140,7 @@ struct TopologyFile {
     return f;
 #else
     (void)text;
-    throw Error(detail::concat("PARO_TOPO_FILE '", path,
+    throw UsageError(detail::concat("PARO_TOPO_FILE '", path,
                                "': reading topology files needs nlohmann-json (Debian: nlohmann-json3-dev)"));
 #endif
   }

@@ -27,7 +27,7 @@ inline void check(int rc, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, text, &len);
-  throw Error(paro::detail::concat(call, " failed: ", std::string(text, static_cast<std::size_t>(len))));
+  throw BackendError(paro::detail::concat(call, " failed: ", std::string(text, static_cast<std::size_t>(len))));
 }
 
 // MPI has no f16/bf16 types, so they travel as two-byte opaque types with paro's own reduction ops.
@@ -73,7 +73,7 @@ inline MPI_Datatype mpi_type(DataType dt) {
     case DataType::i64: return MPI_INT64_T;
     case DataType::u8: return MPI_UINT8_T;
   }
-  throw Error("invalid DataType");
+  throw UsageError("invalid DataType");
 }
 
 inline MPI_Op mpi_op(DataType dt, ReduceOp op) {
@@ -85,7 +85,7 @@ inline MPI_Op mpi_op(DataType dt, ReduceOp op) {
     case ReduceOp::min: return half ? half_types().ops[2] : MPI_MIN;
     case ReduceOp::max: return half ? half_types().ops[3] : MPI_MAX;
   }
-  throw Error("invalid ReduceOp");
+  throw UsageError("invalid ReduceOp");
 }
 
 // Messages larger than an int of bytes go as several pieces on the same tag (matched in order).
@@ -203,7 +203,7 @@ class Transport : public HostMemory {
               MPI_Cancel(&q);
               MPI_Request_free(&q);
             }
-          throw Error(paro::detail::concat("rank ", rank_, ": timed out after ", timeout_, " s waiting for ",
+          throw TimeoutError(paro::detail::concat("rank ", rank_, ": timed out after ", timeout_, " s waiting for ",
                                            r.is_send ? "a send to" : "a message from", " rank ", r.peer, " (",
                                            r.bytes, " bytes, tag ", r.tag,
                                            "); a peer is stuck or did not enter the same collective "

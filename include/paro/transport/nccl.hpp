@@ -33,6 +33,7 @@
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
 #include "paro/core/reduce_op.hpp"
+#include "paro/core/tags.hpp"
 #include "paro/cuda/device_memory.cuh"
 #include "paro/cuda/runtime.hpp"
 #include "paro/transport/transport.hpp"
@@ -41,9 +42,16 @@ namespace paro::nccl {
 
 namespace detail {
 
+// What a failed NCCL result means for the caller (paro/core/error.hpp).
+inline ErrorKind kind_of(ncclResult_t rc) {
+  if (rc == ncclRemoteError) return ErrorKind::peer_failure;
+  if (rc == ncclInvalidArgument || rc == ncclInvalidUsage) return ErrorKind::usage;
+  return ErrorKind::backend;
+}
+
 inline void check(ncclResult_t rc, const char* what) {
   if (rc == ncclSuccess || rc == ncclInProgress) return;
-  throw Error(paro::detail::concat(what, " failed: ", ncclGetErrorString(rc)));
+  throw_error(kind_of(rc), paro::detail::concat(what, " failed: ", ncclGetErrorString(rc)));
 }
 
 inline ncclDataType_t nccl_type(DataType dt) {
@@ -57,7 +65,7 @@ inline ncclDataType_t nccl_type(DataType dt) {
     case DataType::i64: return ncclInt64;
     case DataType::u8: return ncclUint8;
   }
-  throw Error("invalid DataType");
+  throw UsageError("invalid DataType");
 }
 
 inline ncclRedOp_t nccl_op(ReduceOp op) {
@@ -68,7 +76,7 @@ inline ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::min: return ncclMin;
     case ReduceOp::max: return ncclMax;
   }
-  throw Error("invalid ReduceOp");
+  throw UsageError("invalid ReduceOp");
 }
 
 // An NCCL communicator, destroyed with the last Transport that uses it, or aborted when it failed.
@@ -118,7 +126,7 @@ class Transport {
   // one communicator on the same GPU).
   template <class HostTransport>
   static Transport bootstrap(HostTransport& host, int device) {
-    constexpr int tag = 0x1dcc;
+    constexpr int tag = tags::nccl_bootstrap;
     ncclUniqueId id{};
     if (host.rank() == 0) {
       detail::check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -277,7 +285,8 @@ class Transport {
     ncclResult_t async = ncclSuccess;
     detail::check(ncclCommGetAsyncError(comm(), &async), "ncclCommGetAsyncError");
     if (async != ncclSuccess && async != ncclInProgress)
-      throw Error(paro::detail::concat("rank ", rank_, ": the NCCL communicator failed: ", ncclGetErrorString(async)));
+      throw_error(detail::kind_of(async),
+                  paro::detail::concat("rank ", rank_, ": the NCCL communicator failed: ", ncclGetErrorString(async)));
   }
 
   // A failure leaves the communicator unusable: abort it now, so that no kernel of it keeps the GPU busy.

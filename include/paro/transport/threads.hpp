@@ -7,7 +7,7 @@
 //
 // The memory space is a policy: Transport moves host memory (HostMemory); BasicTransport<Memory> with
 // paro::cuda::DeviceMemory moves CUDA device memory, each rank on a GPU of its own or sharing one
-// (paro/cuda/threads.cuh). The policy copies the messages, allocates scratch and reduces.
+// (paro/transport/threads_cuda.cuh). The policy copies the messages, allocates scratch and reduces.
 
 #include <algorithm>
 #include <atomic>
@@ -76,7 +76,7 @@ struct World {
   void throw_if_aborted(int world_rank) {
     if (!aborted.load(std::memory_order_acquire)) return;
     std::lock_guard<std::mutex> lock(abort_mutex);
-    throw Error(paro::detail::concat("rank ", world_rank, ": stopped because another rank failed: ", abort_reason));
+    throw PeerFailure(paro::detail::concat("rank ", world_rank, ": stopped because another rank failed: ", abort_reason));
   }
 };
 
@@ -247,7 +247,7 @@ class BasicTransport : public Memory {
       if (!s.done.load(std::memory_order_acquire)) block_until_done(s);
       std::string error = std::move(s.error);
       r.state.reset();
-      if (!error.empty()) throw Error(paro::detail::concat("rank ", rank_, ": ", error));
+      if (!error.empty()) throw UsageError(paro::detail::concat("rank ", rank_, ": ", error));
     } catch (const Error& e) {
       group_->world->abort(world_rank(), paro::detail::concat("rank ", world_rank(), ": ", e.what()));
       withdraw_outstanding();
@@ -277,7 +277,7 @@ class BasicTransport : public Memory {
     while (!round.ready) {
       g.world->throw_if_aborted(world_rank());
       if (detail::Clock::now() > deadline)
-        throw Error(paro::detail::concat("rank ", rank_, ": timed out after ", g.world->timeout,
+        throw TimeoutError(paro::detail::concat("rank ", rank_, ": timed out after ", g.world->timeout,
                                          " s in split(): not every rank of the communicator called it "
                                          "(PARO_TIMEOUT sets the limit)"));
       g.split_cv.wait_for(lock, std::chrono::milliseconds(20));
@@ -365,7 +365,7 @@ class BasicTransport : public Memory {
     while (!s.done.load(std::memory_order_acquire)) {
       world.throw_if_aborted(world_rank());
       if (detail::Clock::now() > deadline) {
-        throw Error(paro::detail::concat(
+        throw TimeoutError(paro::detail::concat(
             "rank ", rank_, ": timed out after ", world.timeout, " s waiting for ", s.is_send ? "rank " : "a message from rank ",
             s.peer, s.is_send ? " to receive " : " (", s.bytes, " bytes", s.is_send ? "" : ")", " on tag ", s.tag,
             "; a peer is stuck or did not enter the same collective (PARO_TIMEOUT sets the limit)"));

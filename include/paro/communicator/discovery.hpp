@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "paro/algorithms/tree.hpp"
+#include "paro/transport/control.hpp"
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
 #include "paro/core/log.hpp"
@@ -152,7 +152,7 @@ inline int parse_index(const std::string& value, const std::string& var, std::si
   try {
     return static_cast<int>(env::parse_integer(value, var, 0, 1 << 24));
   } catch (const Error&) {
-    throw Error(detail::concat("topology: ", var, "='", value, "' on rank ", rank, " is not a non-negative integer"));
+    throw UsageError(detail::concat("topology: ", var, "='", value, "' on rank ", rank, " is not a non-negative integer"));
   }
 }
 
@@ -359,7 +359,7 @@ Topology discover(Transport& t, const DiscoveryOptions& options = DiscoveryOptio
       file = TopologyFile::load(*options.topo_file);
       mine.values["paro_topo_file_hash"] = std::to_string(file->content_hash);
     } catch (const Error& e) {
-      mine.values["paro_local_error"] = e.what() + 6;  // without the "paro: " prefix
+      mine.values["paro_local_error"] = e.message();
     }
   }
   if constexpr (detail_discovery::has_shared_memory_id<Transport>::value)
@@ -371,14 +371,14 @@ Topology discover(Transport& t, const DiscoveryOptions& options = DiscoveryOptio
                           " bytes; at most ", block - 1, " fit\n");
   std::vector<char> all(block * static_cast<std::size_t>(t.size()), '\0');
   std::copy(text.begin(), text.end(), all.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(t.rank())));
-  algorithms::bruck_all_gather_host(t, all.data(), block, DataType::u8);
+  control::bruck_all_gather_host(t, all.data(), block, DataType::u8);
   std::vector<LocalFacts> facts;
   for (int r = 0; r < t.size(); ++r)
     facts.push_back(LocalFacts::deserialize(std::string(all.data() + block * static_cast<std::size_t>(r))));
 
   for (std::size_t r = 0; r < facts.size(); ++r)
     if (auto error = facts[r].get("paro_local_error"))
-      throw Error(detail::concat(*error, " (on rank ", r, ")"));
+      throw UsageError(detail::concat(*error, " (on rank ", r, ")"));
   for (const char* key : {"paro_emulate", "paro_topo_file", "paro_topo_file_hash"})
     for (std::size_t r = 1; r < facts.size(); ++r)
       detail::require(facts[r].get(key) == facts[0].get(key), "topology: ranks disagree on ",

@@ -1,11 +1,12 @@
 #pragma once
-// Where the cost model's numbers come from, first found:
+// Where the cost model's numbers come from, first found (the Communicator passes PARO_COST_FILE and
+// PARO_LINKS from its Tuning):
 //   1. PARO_COST_FILE: a JSON file written by `paro-bench --calibrate` (measured on this machine/backend)
 //   2. the links of the topology (PARO_EMULATE's link keys, or a topology file's "links" and "nic"),
 //      over PARO_LINKS's preset (or the default) for whatever they leave out
 //   3. PARO_LINKS=<preset> (cost_model.hpp: presets())
 //   4. the default preset
-// The automatic algorithm is the fastest the model predicts (CostModel::choose).
+// The automatic algorithm is the fastest the model predicts (AlgorithmList::best, registry.hpp).
 //
 //   {"intra": {"gbps": 20, "latency_us": 1}, "inter": {"gbps": 2, "latency_us": 10}, "nic": "shared",
 //    "step_us": 12, "lane_us": 40, "reduce_gbps": 30, "copy_gbps": 60,
@@ -13,11 +14,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "paro/algorithms/cost_model.hpp"
-#include "paro/core/env.hpp"
+#include "paro/algorithms/registry.hpp"
 #include "paro/topology/topology.hpp"
 
 #if __has_include(<nlohmann/json.hpp>)
@@ -52,7 +54,7 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
 #ifdef PARO_HAVE_COST_JSON
   using nlohmann::json;
   auto fail = [&](const std::string& field, const std::string& why) {
-    throw Error(detail::concat("PARO_COST_FILE '", path, "': ", field, ": ", why));
+    throw UsageError(detail::concat("PARO_COST_FILE '", path, "': ", field, ": ", why));
   };
   json doc;
   try {
@@ -80,7 +82,7 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
       try {
         m.nic = parse_nic_model(value.get<std::string>(), "nic");
       } catch (const Error& e) {
-        fail("nic", e.what() + 6);
+        fail("nic", e.message());
       }
     } else if (key == "corrections") {
       const char* form = "expected {collective: {algorithm: [[bytes, measured/formula], ...]}}";
@@ -90,16 +92,16 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
         try {
           c = parse_collective(coll);
         } catch (const Error& e) {
-          fail("corrections." + coll, e.what() + 6);
+          fail("corrections." + coll, e.message());
         }
         if (!algos.is_object()) fail("corrections." + coll, form);
         for (auto& [algo, points] : algos.items()) {
           const std::string where = "corrections." + coll + "." + algo;
           Algorithm a{};
           try {
-            a = parse_algorithm(algo);
+            a = BuiltinAlgorithms::parse(algo);
           } catch (const Error& e) {
-            fail(where, e.what() + 6);
+            fail(where, e.message());
           }
           if (!points.is_array()) fail(where, form);
           LinkModel::Correction k;
@@ -126,15 +128,15 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
   return m;
 #else
   (void)text;
-  throw Error(detail::concat("PARO_COST_FILE '", path, "': reading cost files needs nlohmann-json (Debian: nlohmann-json3-dev)"));
+  throw UsageError(detail::concat("PARO_COST_FILE '", path, "': reading cost files needs nlohmann-json (Debian: nlohmann-json3-dev)"));
 #endif
 }
 
-// use_cost_file false: the links as the topology and presets describe them, for the lower bound of the
-// topology (a calibration measures what software adds on top).
-inline LinkModel link_model_for(const Topology& topo, bool use_cost_file = true) {
-  auto path = env::get("PARO_COST_FILE");
-  if (path && use_cost_file) {
+// Without a cost file: the links as the topology and presets describe them, which is also what the lower
+// bound of the topology is computed on (a calibration measures what software adds on top).
+inline LinkModel link_model_for(const Topology& topo, const std::optional<std::string>& cost_file = std::nullopt,
+                                const std::optional<std::string>& preset_name = std::nullopt) {
+  if (const auto& path = cost_file) {
     std::ifstream in(*path);
     detail::require(static_cast<bool>(in), "PARO_COST_FILE '", *path, "': cannot open the file");
     std::ostringstream text;
@@ -142,7 +144,7 @@ inline LinkModel link_model_for(const Topology& topo, bool use_cost_file = true)
     return parse_cost_file(text.str(), *path);
   }
   LinkModel m;
-  if (auto name = env::get("PARO_LINKS")) m = preset(*name);
+  if (preset_name) m = preset(*preset_name);
   bool from_topology = false;
   auto node = topo.links.find(Level::node);
   if (node != topo.links.end() && node->second.known()) {

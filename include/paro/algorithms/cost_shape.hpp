@@ -1,0 +1,93 @@
+#pragma once
+// How a scope looks to the cost model and to the hierarchical schedules: the chain of nested partitions
+// they cut its members by, and the CostShape the formulas read. Free functions of the topology, the
+// grouping and the scope's members (world ranks), so that tests build shapes the way Communicator does.
+
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/hierarchy.hpp"
+#include "paro/topology/topology.hpp"
+
+namespace paro::algorithms {
+
+// The label of every member in a per-world-rank labelling.
+inline std::vector<int> labels_of(const std::vector<int>& of_rank, const std::vector<int>& members) {
+  std::vector<int> out;
+  out.reserve(members.size());
+  for (int r : members) out.push_back(of_rank[static_cast<std::size_t>(r)]);
+  return out;
+}
+
+// The topology's levels and the grouping (group_of: a group per world rank), as the nested partitions of
+// the members that the hierarchical algorithms walk, coarsest first.
+inline std::vector<std::vector<int>> scope_partitions(const Topology& topo, const std::vector<int>& group_of,
+                                                      const std::vector<int>& members) {
+  std::vector<std::vector<int>> candidates;
+  for (Level l : topo.known_levels) candidates.push_back(labels_of(topo.ordinals(l), members));
+  candidates.push_back(labels_of(group_of, members));
+  return nested_partitions(candidates);
+}
+
+// The cost model's view of a scope cut by `chain` (scope_partitions). bound_nic: whether the topology's
+// NICs are per rank or shared per node, for the pod term of the lower bound.
+inline CostShape cost_shape(const Topology& topo, const std::vector<int>& members,
+                            const std::vector<std::vector<int>>& chain, NicModel bound_nic) {
+  CostShape s;
+  s.ranks = static_cast<int>(members.size());
+  const std::vector<int> world_nodes = topo.ordinals(Level::node);
+  const std::vector<int> nodes = normalized(labels_of(world_nodes, members));
+  s.nodes = unit_count(nodes);
+  std::vector<int> per_node(static_cast<std::size_t>(s.nodes)), world_per_node(world_nodes.size());
+  for (int x : nodes) s.ranks_per_node = std::max(s.ranks_per_node, ++per_node[static_cast<std::size_t>(x)]);
+  int world_max = 1;
+  for (int x : world_nodes) world_max = std::max(world_max, ++world_per_node[static_cast<std::size_t>(x)]);
+  // Every rank runs its own instance of this scope's collective at the same time (intra and inter
+  // scopes: one per group or rail); their messages share the NICs.
+  s.nic_flows = world_max;
+  const double instances = static_cast<double>(world_max) / s.ranks_per_node;
+  int crossings = 0;
+  std::vector<int> leaving(static_cast<std::size_t>(s.nodes));
+  for (std::size_t i = 0; i < nodes.size() && nodes.size() > 1; ++i)
+    if (nodes[i] != nodes[(i + 1) % nodes.size()])
+      crossings = std::max(crossings, ++leaving[static_cast<std::size_t>(nodes[i])]);
+  s.ring_nic_flows = crossings * instances;
+  if (std::find(topo.known_levels.begin(), topo.known_levels.end(), Level::pod) != topo.known_levels.end()) {
+    const std::vector<int> pods = normalized(labels_of(topo.ordinals(Level::pod), members));
+    s.pods = unit_count(pods);
+    std::vector<int> ranks_in(static_cast<std::size_t>(s.pods));
+    std::vector<std::set<int>> nodes_in(static_cast<std::size_t>(s.pods));
+    for (std::size_t i = 0; i < pods.size(); ++i) {
+      ++ranks_in[static_cast<std::size_t>(pods[i])];
+      nodes_in[static_cast<std::size_t>(pods[i])].insert(nodes[i]);
+    }
+    for (int p = 0; p < s.pods; ++p)
+      if (ranks_in[static_cast<std::size_t>(p)] > s.pod_ranks) {
+        s.pod_ranks = ranks_in[static_cast<std::size_t>(p)];
+        s.pod_nics = bound_nic == NicModel::per_rank ? s.pod_ranks
+                                                     : static_cast<int>(nodes_in[static_cast<std::size_t>(p)].size());
+      }
+  }
+  int parent_units = 1;
+  for (const auto& p : chain) {
+    const int units = unit_count(p);
+    std::vector<int> sizes(static_cast<std::size_t>(units));
+    for (int x : p) ++sizes[static_cast<std::size_t>(x)];
+    s.even = s.even && units % parent_units == 0 &&
+             std::all_of(sizes.begin(), sizes.end(), [&](int z) { return z == sizes[0]; });
+    s.units.push_back(std::max(1, units / parent_units));
+    s.rail_inter.push_back(refines(nodes, p));
+    parent_units = units;
+  }
+  const std::vector<int>& leaf = chain.empty() ? std::vector<int>(nodes.size(), 0) : chain.back();
+  std::map<int, int> node_of_leaf;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (!node_of_leaf.emplace(leaf[i], nodes[i]).second && node_of_leaf[leaf[i]] != nodes[i]) s.leaf_inter = true;
+  return s;
+}
+
+}  // namespace paro::algorithms

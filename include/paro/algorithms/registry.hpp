@@ -1,0 +1,222 @@
+#pragma once
+// The algorithms paro knows, each described once and registered here once; names, PARO_ALGO parsing,
+// predictions and the automatic choice all come from this list.
+//
+// A descriptor is a struct in its algorithm's own file:
+//   static constexpr Algorithm id;            its identity (an unused value for one added outside paro)
+//   static constexpr const char* name;        what PARO_ALGO, --algo and the tables call it
+//   static constexpr Family family;           flat, hierarchical or native (algorithm.hpp)
+//   static Prediction predict(const CostModel&, Collective, double full_bytes, const CostShape&)
+//                                             the cost formula, from CostModel's terms (cost_model.hpp)
+//   template <class Ctx> static void all_reduce(Ctx&, const Call&)      the schedules, those it implements;
+//   template <class Ctx> static void all_gather(Ctx&, const Call&)      a collective without one is rejected
+//   template <class Ctx> static void reduce_scatter(Ctx&, const Call&)  with the list of those that have it
+// where Ctx (the Communicator's) gives comm() (the scope's transport), hierarchy() (its levels,
+// hierarchy.hpp), ring() (RingParams) and levels() (HierarchicalParams for this call).
+//
+// Adding an algorithm: its file with its schedules and descriptor, and one entry in BuiltinAlgorithms
+// (CONTRIBUTING.md). A program can also run one of its own without changing paro:
+//   using MyAlgorithms = paro::algorithms::BuiltinAlgorithms::with<MyAllGather>;
+//   paro::Communicator<paro::threads::Transport, MyAlgorithms> comm(std::move(t));
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/mics_hcs.hpp"
+#include "paro/algorithms/native.hpp"
+#include "paro/algorithms/paro_cc.hpp"
+#include "paro/algorithms/paro_seq.hpp"
+#include "paro/algorithms/ring.hpp"
+#include "paro/algorithms/tree.hpp"
+
+namespace paro::algorithms {
+
+namespace registry_detail {
+
+// A stand-in for the Communicator's context: only used to ask whether a descriptor has a schedule.
+struct ProbeContext;
+
+template <class D, class = void>
+struct has_all_reduce : std::false_type {};
+template <class D>
+struct has_all_reduce<D, std::void_t<decltype(&D::template all_reduce<ProbeContext>)>> : std::true_type {};
+template <class D, class = void>
+struct has_all_gather : std::false_type {};
+template <class D>
+struct has_all_gather<D, std::void_t<decltype(&D::template all_gather<ProbeContext>)>> : std::true_type {};
+template <class D, class = void>
+struct has_reduce_scatter : std::false_type {};
+template <class D>
+struct has_reduce_scatter<D, std::void_t<decltype(&D::template reduce_scatter<ProbeContext>)>> : std::true_type {};
+
+}  // namespace registry_detail
+
+// Does descriptor D have a schedule for c?
+template <class D>
+constexpr bool implements(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return registry_detail::has_all_reduce<D>::value;
+    case Collective::all_gather: return registry_detail::has_all_gather<D>::value;
+    case Collective::reduce_scatter: return registry_detail::has_reduce_scatter<D>::value;
+  }
+  return false;
+}
+
+struct Choice {
+  Algorithm algorithm;
+  Prediction prediction;
+};
+
+template <class... Descriptors>
+struct AlgorithmList {
+  static_assert(sizeof...(Descriptors) > 0, "an AlgorithmList needs at least one descriptor");
+
+  // This list with more descriptors (an algorithm of a program's own).
+  template <class... More>
+  using with = AlgorithmList<Descriptors..., More...>;
+
+  static constexpr std::array<Algorithm, sizeof...(Descriptors)> ids = {Descriptors::id...};
+
+  // Calls f(D{}) with the descriptor D of `a`; false when the list has none.
+  template <class F>
+  static bool visit(Algorithm a, F&& f) {
+    return ((Descriptors::id == a ? (f(Descriptors{}), true) : false) || ...);
+  }
+
+  static bool contains(Algorithm a) {
+    return visit(a, [](auto) {});
+  }
+
+  // The name, or nullptr for an id this list does not have ("automatic" is no descriptor's).
+  static const char* name_of(Algorithm a) {
+    if (a == Algorithm::automatic) return "automatic";
+    const char* name = nullptr;
+    visit(a, [&](auto d) { name = decltype(d)::name; });
+    return name;
+  }
+
+  static Family family(Algorithm a) {
+    Family f = Family::flat;
+    visit(a, [&](auto d) { f = decltype(d)::family; });
+    return f;
+  }
+
+  static bool implements(Algorithm a, Collective c) {
+    bool yes = false;
+    visit(a, [&](auto d) { yes = algorithms::implements<decltype(d)>(c); });
+    return yes;
+  }
+
+  // "automatic ring tree ...": what "allowed:" messages list.
+  static std::string names() {
+    std::string out = "automatic";
+    ((out += std::string(" ") + Descriptors::name), ...);
+    return out;
+  }
+
+  // A name as PARO_ALGO and --algo take it: case, '_' and '-' do not matter; auto and default mean automatic.
+  static Algorithm parse(std::string_view s) {
+    const std::string key = paro::detail::lowercase_without_underscores(paro::detail::trim(s));
+    if (key == "automatic" || key == "auto" || key == "default") return Algorithm::automatic;
+    for (Algorithm a : ids)
+      if (key == paro::detail::lowercase_without_underscores(name_of(a))) return a;
+    throw UsageError(paro::detail::concat("unknown algorithm '", s, "'; allowed: ", names()));
+  }
+
+  // The formula alone, without the model's measured corrections.
+  static Prediction formula(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes,
+                            const CostShape& s) {
+    if (s.ranks <= 1) return {m.links().step_us, 0};
+    Prediction p;
+    visit(a, [&](auto d) { p = decltype(d)::predict(m, c, static_cast<double>(full_bytes), s); });
+    return p;
+  }
+
+  static Prediction predict(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes,
+                            const CostShape& s) {
+    Prediction p = formula(m, a, c, full_bytes, s);
+    p.time_us *= m.links().correction(c, a, static_cast<double>(full_bytes));
+    return p;
+  }
+
+  // The fastest predicted algorithm for c: flat ones always, hierarchical ones where the scope has
+  // levels, native never (it is not modelled). Ties go to the one listed first.
+  static Choice best(const CostModel& m, Collective c, std::size_t full_bytes, const CostShape& s) {
+    bool found = false;
+    Choice best{Algorithm::automatic, {}};
+    auto consider = [&](auto d) {
+      using D = decltype(d);
+      if (D::family == Family::native || !algorithms::implements<D>(c)) return;
+      if (D::family == Family::hierarchical && !s.hierarchical()) return;
+      const Prediction p = predict(m, D::id, c, full_bytes, s);
+      if (!found || p.time_us < best.prediction.time_us * (1 - 1e-9)) best = {D::id, p};
+      found = true;
+    };
+    (consider(Descriptors{}), ...);
+    paro::detail::require(found, paro::name_of(c), ": no registered algorithm implements it");
+    return best;
+  }
+};
+
+// Every algorithm paro ships, in the order tables list them.
+using BuiltinAlgorithms = AlgorithmList<Ring, Tree, MicsHcs, ParoSeq, ParoCC, Native>;
+
+}  // namespace paro::algorithms
+
+namespace paro {
+
+inline constexpr auto all_algorithms = algorithms::BuiltinAlgorithms::ids;
+
+// Names of the built-in algorithms (a Communicator names its own registry's, Communicator::name_of).
+inline const char* name_of(Algorithm a) {
+  const char* name = algorithms::BuiltinAlgorithms::name_of(a);
+  return name ? name : "unregistered";
+}
+
+inline Algorithm parse_algorithm(std::string_view s) { return algorithms::BuiltinAlgorithms::parse(s); }
+
+// The algorithm forced per collective (automatic where nothing is forced): PARO_ALGO's grammar, NCCL_ALGO's
+// own, "ring" for all or "allreduce:ring;allgather:tree" (';' or ',' between entries).
+class AlgorithmOverrides {
+ public:
+  AlgorithmOverrides() { forced_.fill(Algorithm::automatic); }
+
+  template <class Registry = algorithms::BuiltinAlgorithms>
+  static AlgorithmOverrides parse(std::string_view text) {
+    AlgorithmOverrides o;
+    try {
+      std::size_t start = 0;
+      while (start <= text.size()) {
+        std::size_t end = text.find_first_of(";,", start);
+        if (end == std::string_view::npos) end = text.size();
+        const std::string_view entry = detail::trim(text.substr(start, end - start));
+        if (!entry.empty()) {
+          const std::size_t colon = entry.find(':');
+          if (colon == std::string_view::npos) {
+            o.forced_.fill(Registry::parse(entry));
+          } else {
+            o.forced_[index(parse_collective(entry.substr(0, colon)))] = Registry::parse(entry.substr(colon + 1));
+          }
+        }
+        start = end + 1;
+      }
+    } catch (const Error& e) {
+      throw UsageError(detail::concat("PARO_ALGO='", text, "': ", e.message(),
+                                      " (form: 'ring' or 'allreduce:ring;allgather:tree')"));
+    }
+    return o;
+  }
+
+  Algorithm operator[](Collective c) const { return forced_[index(c)]; }
+
+ private:
+  std::array<Algorithm, 3> forced_{};
+  static std::size_t index(Collective c) { return static_cast<std::size_t>(c); }
+};
+
+}  // namespace paro
