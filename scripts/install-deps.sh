@@ -11,7 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   librandom123-dev libopenblas-dev libucx-dev
   libsimgrid-dev
-  python3-matplotlib
+  python3-matplotlib clang-format
   fortunes
 )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs every test of paro on a fresh machine (Debian, root or sudo):
-#   0. the include layering check (scripts/check-includes.py);
+#   0. the include layering check (scripts/check-includes.py) and the format check (scripts/format.sh);
 #   1. the Release build: unit tests, threads tests at 1..16 ranks, mpirun at 2/3/4/8 ranks, the C++20 check;
 #   2. ASan+UBSan and TSan builds of the unit, threads and SEPARATE tests (the mpi tests stay in step 1: Open MPI's
 #      own allocations would drown ASan's report);
@@ -34,8 +34,9 @@ stage() {  # stage NAME COMMAND...: runs a stage, counts it, keeps going so that
 ./scripts/install-deps.sh || exit 1
 export PATH="/usr/local/cuda/bin:$PATH"  # the CUDA toolkit is preinstalled there, not a Debian package
 
-# The layers of include/paro point one way (docs/architecture.md).
+# The layers of include/paro point one way (docs/architecture.md), and the sources keep .clang-format's layout.
 stage "include layering" python3 scripts/check-includes.py
+stage "format" scripts/format.sh --check
 
 main_build() {
   # CUDA is built once, in its own stage below.
