@@ -82,7 +82,7 @@ struct CommunicatorConfig {
 
 template <class Transport>
 class Communicator {
-  static_assert(is_transport_v<Transport>,
+  static_assert(check_transport<Transport>(),
                 "paro::Communicator<T>: T does not model the Transport concept (see paro/transport/transport.hpp)");
 
  public:
