@@ -314,4 +314,10 @@ struct is_stepwise<T, std::enable_if_t<T::stepwise>> : std::true_type {};
 template <class T>
 inline constexpr bool is_stepwise_v = detail::is_stepwise<T>::value;
 
+// Whether T's buffers live in host memory (its scratch is a HostBuffer): host control data then needs
+// no staging. Decorators that forward their inner transport's memory space keep the answer.
+template <class T>
+inline constexpr bool is_host_memory_v =
+    std::is_same_v<decltype(std::declval<T&>().allocate(std::size_t{})), HostBuffer>;
+
 }  // namespace paro
