@@ -13,8 +13,8 @@
 // small header message just before the payload (same peer and tag, so MPI's ordering keeps them paired).
 //
 // The memory space (allocate, copy, reduce, divide, staging), the stepwise trait and the host identity for
-// topology discovery are the inner transport's. Native collectives pass through unpaced. With tracing on, every message's booked interval is recorded
-// (Chrome trace events, written by paro-bench --trace).
+// topology discovery are the inner transport's. Native collectives pass through unpaced. With tracing on,
+// every message's booked interval is recorded (Chrome trace events, written by paro-bench --trace).
 //
 //   auto t = paro::paced::Transport<paro::threads::Transport>::wrap(std::move(inner), spec);   // collective
 
