@@ -10,6 +10,7 @@
 #include "paro/testing/collective_check.hpp"
 #include "paro/transport/mpi.hpp"
 #include "paro/testing/dp_check.hpp"
+#include "paro/testing/transport_check.hpp"
 #include "paro/transport/paced.hpp"
 #ifdef PARO_HAVE_COMPRESSION
 #include "paro/testing/separate_check.hpp"
@@ -21,6 +22,7 @@ using paro::Algorithm;
 using paro::Collective;
 using MpiComm = paro::Communicator<paro::mpi::Transport>;
 using paro::topology::EmulationSpec;
+using PacedMpi = paro::paced::Transport<paro::mpi::Transport>;
 
 MpiComm& world() {
   static MpiComm comm(paro::mpi::Transport::world());
@@ -125,11 +127,10 @@ INSTANTIATE_TEST_SUITE_P(Mpi, MpiHierarchical, ::testing::Values(paro::Scope::gl
 // Processes of one machine share the emulated NICs through shared memory.
 TEST(MpiPaced, SharedLinksAcrossProcesses) {
   const std::string emulate = emulated_cluster(world().size()) + ",intra_gbps=400,inter_gbps=40,inter_us=50";
-  using Paced = paro::paced::Transport<paro::mpi::Transport>;
   paro::CommunicatorConfig config;
   config.discovery.emulate = emulate;
   config.group.allow_uneven = true;
-  paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), EmulationSpec::parse(emulate)), config);
+  paro::Communicator comm(PacedMpi::wrap(paro::mpi::Transport::world(), EmulationSpec::parse(emulate)), config);
   std::vector<std::string> failures;
   for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
     for (auto algo : {Algorithm::ring, Algorithm::paro_cc, Algorithm::automatic})
@@ -137,14 +138,27 @@ TEST(MpiPaced, SharedLinksAcrossProcesses) {
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 
+// The transport conformance suite (paro/testing/transport_check.hpp), plain and through the paced decorator.
+TEST(MpiTransport, Conformance) {
+  auto t = paro::mpi::Transport::world();
+  auto failures = paro::testing::check_transport_conformance(t);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+TEST(PacedMpiTransport, Conformance) {
+  const std::string emulate = emulated_cluster(world().size()) + ",intra_gbps=8000,inter_gbps=800,inter_us=5";
+  auto t = PacedMpi::wrap(paro::mpi::Transport::world(), EmulationSpec::parse(emulate));
+  auto failures = paro::testing::check_transport_conformance(t);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
 // PaRO-DP over processes: every strategy against plain data parallelism, and the model's bytes exactly.
 TEST(MpiDp, EveryStrategyMatchesAndSendsTheModelsBytes) {
   const int n = world().size();
   const std::string emulate = n % 2 == 0 ? "nodes=2" : "nodes=" + std::to_string(n);
-  using Paced = paro::paced::Transport<paro::mpi::Transport>;
   paro::CommunicatorConfig config;
   config.discovery.emulate = emulate;
-  paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), EmulationSpec::parse(emulate), true), config);
+  paro::Communicator comm(PacedMpi::wrap(paro::mpi::Transport::world(), EmulationSpec::parse(emulate), true), config);
   const int me = comm.rank();
   auto failures =
       paro::testing::check_strategies(comm, {}, [me] { return paro::testing::take_traced_traffic(me); });
@@ -190,6 +204,17 @@ TEST(MpiTopology, DiscoveredFromTheLauncher) {
   EXPECT_EQ(by_switch.groups().members, (std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
   auto failures = paro::testing::run_matrix(by_switch, Collective::all_reduce, Algorithm::ring, {1, 100}, paro::Scope::intra);
   EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+// Pacing changes no discovery: over paced mpi the node still comes from MPI_COMM_TYPE_SHARED (without
+// Slurm variables), which needs the inner transport's shared_memory_id.
+TEST(MpiTopology, PacedKeepsTheSources) {
+  const auto spec = EmulationSpec::parse(emulated_cluster(world().size()) + ",inter_gbps=800");
+  paro::Communicator paced(PacedMpi::wrap(paro::mpi::Transport::world(), spec));
+  EXPECT_EQ(paced.topology().sources, world().topology().sources);
+  if (!paro::env::get("SLURM_TOPOLOGY_ADDR")) {
+    EXPECT_EQ(paced.topology().source("node"), "MPI_COMM_TYPE_SHARED");
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,18 +16,25 @@ using paro::Algorithm;
 using paro::DataType;
 using paro::ReduceOp;
 
-// Runs body on n ranks and returns the message of the error it raised ("" if none).
+// Runs body on n ranks and returns the error it raised (threads::run's: the root cause), if any.
 template <class Body>
-std::string error_of(int n, Body body) {
+std::optional<paro::Error> failure_of(int n, Body body) {
   try {
     paro::threads::run(n, [&](paro::threads::Transport t) {
       paro::Communicator comm(std::move(t));
       body(comm);
     });
   } catch (const paro::Error& e) {
-    return e.what();
+    return e;
   }
-  return {};
+  return std::nullopt;
+}
+
+// The message of the error body raised on n ranks ("" if none).
+template <class Body>
+std::string error_of(int n, Body body) {
+  const auto e = failure_of(n, std::move(body));
+  return e ? e->what() : "";
 }
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
@@ -159,16 +167,9 @@ TEST(Faults, AFailingRankStopsTheOthersAndItsErrorIsReported) {
 // from a stuck or failed peer (restart the job) without reading messages.
 TEST(ErrorKinds, UsageTimeoutAndPeerFailure) {
   auto kind_of = [](int n, auto body) {
-    try {
-      paro::threads::run(n, [&](paro::threads::Transport t) {
-        paro::Communicator comm(std::move(t));
-        body(comm);
-      });
-    } catch (const paro::Error& e) {
-      return e.kind();
-    }
-    ADD_FAILURE() << "no error";
-    return paro::ErrorKind::backend;
+    const auto e = failure_of(n, std::move(body));
+    EXPECT_TRUE(e.has_value()) << "no error";
+    return e ? e->kind() : paro::ErrorKind::backend;
   };
   EXPECT_EQ(kind_of(2, [](auto& comm) { comm.all_reduce(nullptr, nullptr, 4, DataType::f32, ReduceOp::sum); }),
             paro::ErrorKind::usage);

@@ -1,7 +1,8 @@
 // GPU tests, one CUDA translation unit: paro's kernels against the host reduce for every data type and
 // op; the threads backend over device memory running every algorithm through the generic checks of
 // collective_check.hpp (the same bodies as the host tests, on emulated clusters); the nccl backend
-// bootstrapped over thread ranks, one GPU per rank. Without a usable GPU every test reports SKIPPED.
+// bootstrapped over thread ranks, one GPU per rank; the transport conformance suite on both. Without a
+// usable GPU every test reports SKIPPED.
 
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "paro/cuda/kernels.cuh"
 #include "paro/transport/threads_cuda.cuh"
 #include "paro/testing/collective_check.hpp"
+#include "paro/testing/transport_check.hpp"
 #include "paro/transport/nccl.hpp"
 #include "threads_harness.hpp"
 
@@ -201,6 +203,18 @@ TEST(DeviceThreadsLarge, PipelinedChunks) {
 }
 
 // A host pointer where device memory is expected is reported, not a crash or a hang.
+// The transport conformance suite (paro/testing/transport_check.hpp) over device memory; ranks share GPUs.
+class DeviceThreadsTransport : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceThreadsTransport, Conformance) {
+  PARO_REQUIRE_GPUS(1);
+  auto failures = paro::testing::on_transports<DeviceThreads>(
+      GetParam(), [](paro::threads::DeviceTransport t) { return paro::testing::check_transport_conformance(t); });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceThreadsTransport, ::testing::Values(1, 2, 3, 4));
+
 TEST(DeviceThreadsErrors, RunWithoutGpuIsAnError) {
   if (paro::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present";
   EXPECT_THROW(paro::threads::run_on_devices(2, [](auto) {}), paro::Error);
@@ -237,6 +251,17 @@ TEST_P(NcclTransport, EveryAlgorithmIncludingNative) {
                              Algorithm::paro_seq, Algorithm::paro_cc})
         for (auto& s : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 1000, 100003})) f.push_back(s);
     return f;
+  });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+
+// The transport conformance suite on nccl (stepwise: no receive posted ahead of its step).
+TEST_P(NcclTransport, Conformance) {
+  const int n = GetParam();
+  PARO_REQUIRE_GPUS(n);
+  auto failures = paro::testing::on_transports(n, [](paro::threads::Transport host) {
+    auto t = paro::nccl::Transport::bootstrap(host, host.rank());
+    return paro::testing::check_transport_conformance(t);
   });
   EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
 }

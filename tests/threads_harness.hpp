@@ -19,13 +19,14 @@ struct HostThreads {
   }
 };
 
+// Runs body(transport) on n ranks and gathers every rank's failure descriptions: for checks below the
+// Communicator (the transport conformance suite), and the base of on_threads and on_cluster.
 template <class Launcher = HostThreads, class Body>
-std::vector<std::string> on_threads(int n, Body body) {
+std::vector<std::string> on_transports(int n, Body body) {
   std::mutex mutex;
   std::vector<std::string> failures;
   Launcher::run(n, [&](auto t) {
-    Communicator comm(std::move(t));
-    std::vector<std::string> mine = body(comm);
+    std::vector<std::string> mine = body(std::move(t));
     std::lock_guard<std::mutex> lock(mutex);
     failures.insert(failures.end(), mine.begin(), mine.end());
   });
@@ -33,20 +34,23 @@ std::vector<std::string> on_threads(int n, Body body) {
 }
 
 template <class Launcher = HostThreads, class Body>
+std::vector<std::string> on_threads(int n, Body body) {
+  return on_transports<Launcher>(n, [&](auto t) {
+    Communicator comm(std::move(t));
+    return body(comm);
+  });
+}
+
+template <class Launcher = HostThreads, class Body>
 std::vector<std::string> on_cluster(const std::string& emulate, const std::string& group, Body body) {
   const int ranks = topology::EmulationSpec::parse(emulate).rank_count().value();
-  std::vector<std::string> failures;
-  std::mutex mutex;
-  Launcher::run(ranks, [&](auto t) {
+  return on_transports<Launcher>(ranks, [&](auto t) {
     CommunicatorConfig config;
     config.discovery.emulate = emulate;
     config.group = GroupSpec::parse(group, true);
     Communicator comm(std::move(t), config);
-    std::vector<std::string> mine = body(comm);
-    std::lock_guard<std::mutex> lock(mutex);
-    failures.insert(failures.end(), mine.begin(), mine.end());
+    return body(comm);
   });
-  return failures;
 }
 
 // The message of the paro::Error that f throws, or "(no error)".

@@ -69,7 +69,7 @@ struct CommunicatorConfig {
 // with BuiltinAlgorithms::with<...>.
 template <class Transport, class Registry = algorithms::BuiltinAlgorithms>
 class Communicator {
-  static_assert(is_transport_v<Transport>,
+  static_assert(check_transport<Transport>(),
                 "paro::Communicator<T>: T does not model the Transport concept (see paro/transport/transport.hpp)");
 
  public:

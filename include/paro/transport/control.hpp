@@ -11,6 +11,7 @@
 #include "paro/core/dtype.hpp"
 #include "paro/core/memory.hpp"
 #include "paro/core/tags.hpp"
+#include "paro/transport/transport.hpp"
 
 namespace paro::control {
 
@@ -41,7 +42,7 @@ void bruck_all_gather(T& t, void* buf, std::size_t count, DataType dt) {
 // also become simulated buffers under SMPI, transport.hpp.)
 template <class T>
 void bruck_all_gather_host(T& t, void* rows, std::size_t count, DataType dt) {
-  if constexpr (std::is_base_of_v<HostMemory, T>) {
+  if constexpr (is_host_memory_v<T>) {
     bruck_all_gather(t, rows, count, dt);
   } else {
     const std::size_t bytes = count * size_of(dt) * static_cast<std::size_t>(t.size());

@@ -12,8 +12,9 @@
 // of one process or processes of one mpirun. The sender passes the finish time to the receiver in a
 // small header message just before the payload (same peer and tag, so MPI's ordering keeps them paired).
 //
-// Native collectives pass through unpaced. With tracing on, every message's booked interval is recorded
-// (Chrome trace events, written by paro-bench --trace).
+// The memory space (allocate, copy, reduce, divide, staging), the stepwise trait and the host identity for
+// topology discovery are the inner transport's. Native collectives pass through unpaced. With tracing on,
+// every message's booked interval is recorded (Chrome trace events, written by paro-bench --trace).
 //
 //   auto t = paro::paced::Transport<paro::threads::Transport>::wrap(std::move(inner), spec);   // collective
 
@@ -149,12 +150,14 @@ constexpr int setup_tag = 0x7e57;
 }  // namespace detail
 
 template <class Inner>
-class Transport : public HostMemory {
-  static_assert(is_transport_v<Inner>, "paced::Transport<T>: T must model the Transport concept");
+class Transport {
+  static_assert(check_transport<Inner>(), "paced::Transport<T>: T must model the Transport concept");
 
  public:
   static constexpr const char* name = Inner::name;
   static constexpr bool has_native_collectives = Inner::has_native_collectives;
+  // A schedule must not run ahead of a stepwise inner transport; pacing changes no matching.
+  static constexpr bool stepwise = is_stepwise_v<Inner>;
 
   struct Request {
     typename Inner::Request header, payload;
@@ -184,6 +187,22 @@ class Transport : public HostMemory {
   int size() const { return inner_.size(); }
   bool concurrent_use() const { return inner_.concurrent_use(); }
   Inner& inner() { return inner_; }
+
+  // The inner transport's memory space: pacing delays messages and leaves the bytes where they are.
+  auto allocate(std::size_t bytes) { return inner_.allocate(bytes); }
+  void copy(void* dst, const void* src, std::size_t bytes) { inner_.copy(dst, src, bytes); }
+  void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dt, ReduceOp op) {
+    inner_.reduce(dst, a, b, count, dt, op);
+  }
+  void divide(void* buf, std::size_t count, DataType dt, int divisor) { inner_.divide(buf, count, dt, divisor); }
+  void upload(void* dst, const void* host, std::size_t bytes) { inner_.upload(dst, host, bytes); }
+  void download(void* host, const void* src, std::size_t bytes) { inner_.download(host, src, bytes); }
+
+  // The inner transport's host identity, where it has one (mpi: MPI_COMM_TYPE_SHARED), for discovery.
+  template <class I = Inner, class = decltype(std::declval<I&>().shared_memory_id())>
+  int shared_memory_id() {
+    return inner_.shared_memory_id();
+  }
 
   Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
     Request r;
