@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "paro/core/error.hpp"
+#include "paro/core/tags.hpp"
 #include "paro/topology/emulation.hpp"
 #include "paro/transport/transport.hpp"
 
@@ -95,15 +96,15 @@ class SharedClocks {
  public:
   SharedClocks(const std::string& name, std::size_t links, bool create) : bytes_(Clocks::bytes_for(links)) {
     const int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
-    paro::detail::require(fd >= 0, "paced transport: cannot open shared memory '", name, "'");
+    if (fd < 0) throw BackendError(paro::detail::concat("paced transport: cannot open shared memory '", name, "'"));
     if (create && ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
       close(fd);
       shm_unlink(name.c_str());
-      throw Error(paro::detail::concat("paced transport: cannot size shared memory '", name, "'"));
+      throw BackendError(paro::detail::concat("paced transport: cannot size shared memory '", name, "'"));
     }
     void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    paro::detail::require(p != MAP_FAILED, "paced transport: cannot map shared memory '", name, "'");
+    if (p == MAP_FAILED) throw BackendError(paro::detail::concat("paced transport: cannot map shared memory '", name, "'"));
     clocks_ = static_cast<Clocks*>(p);  // a fresh segment is zero-filled: unlocked, every link free
   }
   SharedClocks(const SharedClocks&) = delete;
@@ -145,7 +146,7 @@ struct Fabric {
   std::size_t nic_rx(int r) const { return 2 * node_of.size() + 2 * nic(r) + 1; }
 };
 
-constexpr int setup_tag = 0x7e57;
+constexpr int setup_tag = tags::paced_setup;
 
 }  // namespace detail
 
