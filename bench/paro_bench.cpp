@@ -43,14 +43,9 @@
 #include "paro/core/clock.hpp"
 #include "paro/paro.hpp"
 #include "paro/testing/collective_check.hpp"
+#include "paro/testing/launch.hpp"
+#include "paro/testing/report.hpp"
 #include "paro/transport/paced.hpp"
-#ifdef PARO_HAVE_MPI
-#include "paro/transport/mpi.hpp"
-#endif
-#ifdef PARO_HAVE_CUDA
-#include "paro/cuda/threads.cuh"
-#include "paro/transport/nccl.hpp"
-#endif
 #ifdef PARO_HAVE_COMPRESSION
 #include "compressed_bench.hpp"
 #endif
@@ -110,6 +105,9 @@ std::vector<std::string> split_list(const std::string& s) {
   }
   return out;
 }
+
+std::size_t min_bytes(const Settings& s) { return paro::env::parse_bytes(s.min_bytes, "-b"); }
+std::size_t max_bytes(const Settings& s) { return paro::env::parse_bytes(s.max_bytes, "-e"); }
 
 double bus_factor(Collective c, int n) {
   return c == Collective::all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
@@ -223,15 +221,8 @@ class Bench {
 
   // Sizes from -b to -e by factor -f, each rounded down to a whole number of elements per rank.
   std::vector<std::size_t> sizes(DataType dt) const {
-    const std::size_t lo = paro::env::parse_bytes(s_.min_bytes, "-b"), hi = paro::env::parse_bytes(s_.max_bytes, "-e");
     const std::size_t unit = paro::size_of(dt) * static_cast<std::size_t>(coll_ == Collective::all_reduce ? 1 : t_.size());
-    std::vector<std::size_t> out;
-    for (double b = static_cast<double>(lo); b <= static_cast<double>(hi); b *= s_.factor) {
-      const std::size_t rounded = static_cast<std::size_t>(b) / unit * unit;
-      if (out.empty() || out.back() != rounded) out.push_back(rounded);
-      if (s_.factor <= 1) break;
-    }
-    return out;
+    return paro::testing::size_sweep(min_bytes(s_), max_bytes(s_), s_.factor, unit);
   }
 
   std::size_t count_for(DataType dt, std::size_t bytes) const {
@@ -416,8 +407,8 @@ class Bench {
     gethostname(host, sizeof host - 1);
     std::printf("# paro-bench %s backend %s nRanks %d minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d "
                 "iters: %d validation: %d\n#\n# Using ranks\n",
-                paro::name_of(coll_), Transport::name, t_.size(), paro::env::parse_bytes(s_.min_bytes, "-b"),
-                paro::env::parse_bytes(s_.max_bytes, "-e"), s_.factor, s_.warmup, s_.iters, s_.check);
+                paro::name_of(coll_), Transport::name, t_.size(), min_bytes(s_), max_bytes(s_), s_.factor, s_.warmup,
+                s_.iters, s_.check);
     std::printf("#  Rank %2d Pid %6d on %10s backend %s (%d ranks)\n", 0, static_cast<int>(getpid()), host,
                 Transport::name, comm_.size());
     const paro::Topology& topo = comm_.topology();
@@ -452,13 +443,6 @@ class Bench {
     return buf;
   }
 };
-
-paro::CommunicatorConfig config_for(const Settings& s) {
-  paro::CommunicatorConfig config;
-  if (!s.emulate.empty()) config.discovery.emulate = s.emulate;
-  if (!s.group.empty()) config.group = paro::GroupSpec::parse(s.group, config.group.allow_uneven);
-  return config;
-}
 
 std::vector<Collective> collectives(const std::string& list) {
   std::vector<Collective> out;
@@ -496,11 +480,8 @@ void run_compressed(paro::Communicator<Transport>& comm, const Settings& s, nloh
                             paro::env::parse_bytes(s.shape.substr(x + 1), "--shape cols"));
     paro::detail::require(run.shapes.back().first > 0 && run.shapes.back().second > 0, "--shape: rows and cols must be >= 1");
   } else {
-    const std::size_t lo = paro::env::parse_bytes(s.min_bytes, "-b"), hi = paro::env::parse_bytes(s.max_bytes, "-e");
-    for (double b = static_cast<double>(lo); b <= static_cast<double>(hi); b *= s.factor) {
-      run.shapes.emplace_back(std::max<std::size_t>(1, static_cast<std::size_t>(b) / 4096), 1024);
-      if (s.factor <= 1) break;
-    }
+    for (std::size_t bytes : paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor))
+      run.shapes.emplace_back(std::max<std::size_t>(1, bytes / 4096), 1024);
   }
   run.options.ratio = s.ratio;
   run.options.distribution = paro::compression::parse_distribution(s.projection);
@@ -555,14 +536,6 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
               Transport::name, comm.size(), paro::algorithms::to_json(m).c_str(), path.c_str(), path.c_str());
 }
 
-#ifdef PARO_HAVE_CUDA
-// Device backends measure without pacing, tracing or calibration (which work on host buffers).
-void reject_host_only_options(const Settings& s, const char* what) {
-  paro::detail::require(s.trace_path.empty() && s.calibrate_path.empty(), what,
-                        ": --trace and --calibrate work on host backends only");
-}
-#endif
-
 template <class Transport>
 std::size_t run_or_calibrate(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
   if (s.calibrate_path.empty()) return run_on(comm, s, records);
@@ -570,18 +543,26 @@ std::size_t run_or_calibrate(paro::Communicator<Transport>& comm, const Settings
   return 0;
 }
 
-// The emulated cluster the paced transport places ranks on (one node when nothing is emulated).
-paro::topology::EmulationSpec emulation_of(const Settings& s) {
-  if (!s.emulate.empty()) return paro::topology::EmulationSpec::parse(s.emulate);
-  if (auto e = paro::env::get("PARO_EMULATE")) return paro::topology::EmulationSpec::parse(*e);
-  return paro::topology::EmulationSpec::parse("nodes=1");
+// Device backends measure without pacing, tracing or calibration (which work on host buffers).
+void reject_host_only_options(const Settings& s) {
+  const char* device_backend = s.backend == "nccl" ? "--backend nccl" : s.device == "cuda" ? "--device cuda" : nullptr;
+  if (!device_backend) return;
+  paro::detail::require(s.trace_path.empty() && s.calibrate_path.empty(), device_backend,
+                        ": --trace and --calibrate work on host backends only");
 }
 
-void write_json(const Settings& s, const nlohmann::json& records) {
-  if (s.json_path.empty()) return;
-  std::ofstream out(s.json_path);
-  paro::detail::require(static_cast<bool>(out), "--json: cannot write '", s.json_path, "'");
-  out << records.dump(1) << "\n";
+paro::testing::LaunchOptions launch_options(const Settings& s, int* argc, char*** argv) {
+  paro::testing::LaunchOptions o;
+  o.backend = s.backend;
+  o.device = s.device;
+  o.thread_ranks = s.thread_ranks;
+  o.emulate = s.emulate;
+  o.trace = !s.trace_path.empty();
+  if (!s.group.empty()) o.config.group = paro::GroupSpec::parse(s.group, o.config.group.allow_uneven);
+  o.program = "paro-bench";
+  o.argc = argc;
+  o.argv = argv;
+  return o;
 }
 
 }  // namespace
@@ -623,72 +604,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    nlohmann::json records = nlohmann::json::array();
-    std::size_t wrong = 0;
-    if (s.backend == "threads" && s.thread_ranks % 2 == 0 && s.emulate.empty() && !paro::env::get("PARO_EMULATE"))
-      s.emulate = "nodes=2";
-    // The records and the error count of rank 0 (the threads backends run every rank in this process).
-    std::mutex m;
-    auto keep = [&](int rank, nlohmann::json& mine, std::size_t w) {
-      if (rank != 0) return;
-      std::lock_guard<std::mutex> lock(m);
-      records = std::move(mine);
-      wrong = w;
-    };
-#ifdef PARO_HAVE_CUDA
-    if (s.backend == "threads" && s.device == "cuda") {
-      reject_host_only_options(s, "--device cuda");
-      paro::threads::run_on_devices(s.thread_ranks, [&](paro::threads::DeviceTransport t) {
-        paro::Communicator comm(std::move(t), config_for(s));
-        nlohmann::json mine = nlohmann::json::array();
-        keep(comm.rank(), mine, run_on(comm, s, mine));
-      });
-      write_json(s, records);
-      return wrong == 0 ? 0 : 1;
-    }
-    if (s.backend == "nccl") {
-      reject_host_only_options(s, "--backend nccl");
-#ifdef PARO_HAVE_MPI
-      paro::mpi::Environment env(&argc, &argv);
-      auto host = paro::mpi::Transport::world();
-      paro::Communicator comm(paro::nccl::Transport::bootstrap(host, paro::nccl::local_device()), config_for(s));
-      wrong = run_on(comm, s, records);
-      if (comm.rank() == 0) write_json(s, records);
-#else  // one process: -t thread ranks, one GPU each
-      paro::threads::run(s.thread_ranks, [&](paro::threads::Transport host) {
-        paro::Communicator comm(paro::nccl::Transport::bootstrap(host, host.rank()), config_for(s));
-        nlohmann::json mine = nlohmann::json::array();
-        keep(comm.rank(), mine, run_on(comm, s, mine));
-      });
-      write_json(s, records);
-#endif
-      return wrong == 0 ? 0 : 1;
-    }
-#endif
-    paro::detail::require(s.device == "host", "--device ", s.device, ": this paro-bench was built without CUDA (use paro-bench-cuda)");
-    if (s.backend == "threads") {
-      const paro::CommunicatorConfig config = config_for(s);
-      const auto spec = emulation_of(s);
-      paro::threads::run(s.thread_ranks, [&](paro::threads::Transport t) {
-        using Paced = paro::paced::Transport<paro::threads::Transport>;
-        paro::Communicator comm(Paced::wrap(std::move(t), spec, !s.trace_path.empty()), config);
-        nlohmann::json mine = nlohmann::json::array();
-        keep(comm.rank(), mine, run_or_calibrate(comm, s, mine));
-      });
-      write_json(s, records);
-    } else {
-#ifdef PARO_HAVE_MPI
-      paro::mpi::Environment env(&argc, &argv);
-      using Paced = paro::paced::Transport<paro::mpi::Transport>;
-      paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), emulation_of(s), !s.trace_path.empty()),
-                              config_for(s));
-      wrong = run_or_calibrate(comm, s, records);
-      if (comm.rank() == 0) write_json(s, records);
-#else
-      throw paro::Error("--backend mpi: this paro-bench was built without MPI (configure with MPI installed)");
-#endif
-    }
-    return wrong == 0 ? 0 : 1;
+    reject_host_only_options(s);
+    const paro::testing::LaunchOptions o = launch_options(s, &argc, &argv);
+    return paro::testing::launch_tool(o, s.json_path, [&](auto& comm, nlohmann::json& records) {
+      return run_or_calibrate(comm, s, records) == 0 ? 0 : 1;  // 1: wrong elements
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paro-bench: %s\n", e.what());
     return 2;
