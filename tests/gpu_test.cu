@@ -32,12 +32,7 @@ using paro::Scope;
     if (gpus_ < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, found " << gpus_;                         \
   } while (0)
 
-struct DeviceThreads {
-  template <class Fn>
-  static void run(int n, Fn&& fn) {
-    paro::threads::run_on_devices(n, std::forward<Fn>(fn));
-  }
-};
+using paro::testing::DeviceThreads;
 
 // --- kernels -------------------------------------------------------------------------------------------
 

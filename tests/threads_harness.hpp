@@ -3,50 +3,33 @@
 // rank's failure descriptions. Launcher picks the memory space: HostThreads (threads::run), or
 // DeviceThreads in the GPU tests (threads::run_on_devices), so one body serves both.
 
-#include <mutex>
-#include <utility>
 #include <string>
 #include <vector>
 
 #include "paro/paro.hpp"
+#include "paro/testing/launch.hpp"
 
 namespace paro::testing {
 
-struct HostThreads {
-  template <class Fn>
-  static void run(int n, Fn&& fn) {
-    threads::run(n, std::forward<Fn>(fn));
-  }
-};
+// Every rank's failures, rank by rank.
+inline std::vector<std::string> joined(const std::vector<std::vector<std::string>>& per_rank) {
+  std::vector<std::string> all;
+  for (const auto& mine : per_rank) all.insert(all.end(), mine.begin(), mine.end());
+  return all;
+}
 
 template <class Launcher = HostThreads, class Body>
 std::vector<std::string> on_threads(int n, Body body) {
-  std::mutex mutex;
-  std::vector<std::string> failures;
-  Launcher::run(n, [&](auto t) {
-    Communicator comm(std::move(t));
-    std::vector<std::string> mine = body(comm);
-    std::lock_guard<std::mutex> lock(mutex);
-    failures.insert(failures.end(), mine.begin(), mine.end());
-  });
-  return failures;
+  return joined(run_on_thread_ranks<Launcher>(n, CommunicatorConfig{}, body));
 }
 
 template <class Launcher = HostThreads, class Body>
 std::vector<std::string> on_cluster(const std::string& emulate, const std::string& group, Body body) {
+  CommunicatorConfig config;
+  config.discovery.emulate = emulate;
+  config.group = GroupSpec::parse(group, true);
   const int ranks = topology::EmulationSpec::parse(emulate).rank_count().value();
-  std::vector<std::string> failures;
-  std::mutex mutex;
-  Launcher::run(ranks, [&](auto t) {
-    CommunicatorConfig config;
-    config.discovery.emulate = emulate;
-    config.group = GroupSpec::parse(group, true);
-    Communicator comm(std::move(t), config);
-    std::vector<std::string> mine = body(comm);
-    std::lock_guard<std::mutex> lock(mutex);
-    failures.insert(failures.end(), mine.begin(), mine.end());
-  });
-  return failures;
+  return joined(run_on_thread_ranks<Launcher>(ranks, config, body));
 }
 
 // The message of the paro::Error that f throws, or "(no error)".
