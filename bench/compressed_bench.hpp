@@ -10,7 +10,6 @@
 // algorithm's time over this one's.
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -18,8 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "bench_clock.hpp"
+#include "paro/communicator/over_ranks.hpp"
 #include "paro/compression/separate.hpp"
+#include "paro/core/clock.hpp"
 #include "paro/core/env.hpp"
 #include "paro/testing/separate_check.hpp"
 
@@ -68,11 +68,9 @@ class CompressedBench {
   double timed(F&& call) {
     for (int i = 0; i < run_.warmup; ++i) call();
     comm_.barrier();
-    const double start = now_us();
+    const double start = clock::now_us();
     for (int i = 0; i < run_.iters; ++i) call();
-    double us = (now_us() - start) / std::max(1, run_.iters);
-    comm_.all_reduce(&us, &us, 1, ReduceOp::sum, {Algorithm::tree});
-    return us / comm_.size();
+    return mean_over_ranks(comm_, (clock::now_us() - start) / std::max(1, run_.iters));
   }
 
   compression::SeparateOptions options_for(Algorithm a, std::size_t block_cols) const {

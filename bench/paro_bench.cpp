@@ -29,27 +29,23 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "bench_clock.hpp"
-#include "paro/algorithms/lanes.hpp"
+#include "paro/algorithms/link_sources.hpp"
+#include "paro/communicator/calibration.hpp"
+#include "paro/communicator/collective_call.hpp"
+#include "paro/communicator/over_ranks.hpp"
+#include "paro/core/clock.hpp"
 #include "paro/paro.hpp"
 #include "paro/testing/collective_check.hpp"
+#include "paro/testing/launch.hpp"
+#include "paro/testing/report.hpp"
 #include "paro/transport/paced.hpp"
-#ifdef PARO_HAVE_MPI
-#include "paro/transport/mpi.hpp"
-#endif
-#ifdef PARO_HAVE_CUDA
-#include "paro/transport/threads_cuda.cuh"
-#include "paro/transport/nccl.hpp"
-#endif
 #ifdef PARO_HAVE_COMPRESSION
 #include "compressed_bench.hpp"
 #endif
@@ -110,6 +106,9 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+std::size_t min_bytes(const Settings& s) { return paro::env::parse_bytes(s.min_bytes, "-b"); }
+std::size_t max_bytes(const Settings& s) { return paro::env::parse_bytes(s.max_bytes, "-e"); }
+
 double bus_factor(Collective c, int n) {
   return c == Collective::all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
 }
@@ -166,10 +165,10 @@ class Bench {
     const ReduceOp op = ops_.front();
     for (std::size_t bytes : sizes(dt))
       for (Algorithm algo : algos_) {
-        const paro::testing::Shape shape = shape_for(dt, bytes);
+        const paro::BufferShape shape = shape_for(dt, bytes);
         auto send = t_.allocate(shape.in * paro::size_of(dt)), recv = t_.allocate(shape.out * paro::size_of(dt));
         auto once = [&] {
-          paro::testing::call(comm_, coll_, send.data(), recv.data(), count_for(dt, bytes), dt, op, {algo, scope_});
+          paro::call_collective(comm_, coll_, send.data(), recv.data(), count_for(dt, bytes), dt, op, {algo, scope_});
         };
         once();  // warm-up: fresh buffers fault their pages in on first touch
         comm_.barrier();
@@ -222,23 +221,16 @@ class Bench {
 
   // Sizes from -b to -e by factor -f, each rounded down to a whole number of elements per rank.
   std::vector<std::size_t> sizes(DataType dt) const {
-    const std::size_t lo = paro::env::parse_bytes(s_.min_bytes, "-b"), hi = paro::env::parse_bytes(s_.max_bytes, "-e");
     const std::size_t unit = paro::size_of(dt) * static_cast<std::size_t>(coll_ == Collective::all_reduce ? 1 : t_.size());
-    std::vector<std::size_t> out;
-    for (double b = static_cast<double>(lo); b <= static_cast<double>(hi); b *= s_.factor) {
-      const std::size_t rounded = static_cast<std::size_t>(b) / unit * unit;
-      if (out.empty() || out.back() != rounded) out.push_back(rounded);
-      if (s_.factor <= 1) break;
-    }
-    return out;
+    return paro::testing::size_sweep(min_bytes(s_), max_bytes(s_), s_.factor, unit);
   }
 
   std::size_t count_for(DataType dt, std::size_t bytes) const {
     const std::size_t total = bytes / paro::size_of(dt);
     return coll_ == Collective::all_reduce ? total : total / static_cast<std::size_t>(t_.size());
   }
-  paro::testing::Shape shape_for(DataType dt, std::size_t bytes) const {
-    return paro::testing::shape_of(coll_, count_for(dt, bytes), t_.size(), t_.rank());
+  paro::BufferShape shape_for(DataType dt, std::size_t bytes) const {
+    return paro::buffer_shape(coll_, count_for(dt, bytes), t_.size(), t_.rank());
   }
 
   // Every rank's events at rank 0, as raw bytes over the global transport.
@@ -270,7 +262,7 @@ class Bench {
     const int r = t_.rank();
     const std::size_t esize = paro::size_of(dt), total = bytes / esize;
     const std::size_t count = count_for(dt, bytes);
-    const paro::testing::Shape shape = shape_for(dt, bytes);
+    const paro::BufferShape shape = shape_for(dt, bytes);
     Row row{bytes, total, dt, op, {0, 0}, {0, 0}};
     // In the backend's memory space; inputs are made on the host and staged there. Under a simulator that
     // models only time, large buffers hold no data (transport.hpp).
@@ -285,23 +277,25 @@ class Bench {
       const bool in_place = placement == 1;
       if (s_.check) {
         auto result = paro::testing::check_case(comm_, {coll_, algo, dt, op, count, in_place, scope_});
-        row.wrong[placement] = sum_over_ranks(result.wrong);
+        row.wrong[placement] = paro::sum_over_ranks(comm_, result.wrong);
         if (result.wrong) std::fprintf(stderr, "%s\n", result.report.c_str());
       }
       char* in = in_place ? shared.data() + shape.send_at * esize : send.data();
       char* out = in_place ? shared.data() + shape.recv_at * esize : recv.data();
       if (in_place && fill) t_.upload(in, inputs.data(), inputs.size());
-      auto once = [&] { paro::testing::call(comm_, coll_, in, out, count, dt, op, {algo, scope_}); };
+      auto once = [&] { paro::call_collective(comm_, coll_, in, out, count, dt, op, {algo, scope_}); };
       for (int i = 0; i < s_.warmup; ++i) once();
       comm_.barrier();
       start_together();
-      const double start = paro::bench::now_us();
+      const double start = paro::clock::now_us();
       for (int i = 0; i < s_.iters; ++i) once();
-      const double end = paro::bench::now_us();
+      const double end = paro::clock::now_us();
       // With one clock for all ranks (a simulation), the makespan from the (common) start to the last end.
       // Otherwise nccl-tests' convention, the mean over ranks of their own times.
-      const double us = paro::bench::clock_is_global ? reduced(end, ReduceOp::max) + reduced(-start, ReduceOp::max)
-                                                     : mean_over_ranks(end - start);
+      const double us = paro::clock::is_global
+                            ? paro::reduce_over_ranks(comm_, end, ReduceOp::max) +
+                                  paro::reduce_over_ranks(comm_, -start, ReduceOp::max)
+                            : paro::mean_over_ranks(comm_, end - start);
       row.time_us[placement] = us / std::max(1, s_.iters);
     }
     return row;
@@ -312,12 +306,13 @@ class Bench {
   void prime() {
     const DataType dt = dtypes_.front();
     const std::size_t bytes = paro::size_of(dt) * static_cast<std::size_t>(t_.size());
-    const paro::testing::Shape shape = shape_for(dt, bytes);
+    const paro::BufferShape shape = shape_for(dt, bytes);
     auto send = t_.allocate(shape.in * paro::size_of(dt)), recv = t_.allocate(shape.out * paro::size_of(dt));
     std::vector<char> zeros(shape.in * paro::size_of(dt), 0);
     t_.upload(send.data(), zeros.data(), zeros.size());
     for (Algorithm algo : algos_)
-      paro::testing::call(comm_, coll_, send.data(), recv.data(), count_for(dt, bytes), dt, ops_.front(), {algo, scope_});
+      paro::call_collective(comm_, coll_, send.data(), recv.data(), count_for(dt, bytes), dt, ops_.front(),
+                            {algo, scope_});
   }
 
   // 0 = out of place, 1 = in place.
@@ -333,32 +328,15 @@ class Bench {
   // moment, a margin after the last of them has left. A rank still late then is an error, not a number.
   void start_together() {
     constexpr double margin_us = 10000;
-    const double at = reduced(paro::bench::now_us(), ReduceOp::max) + margin_us;
-    paro::bench::sleep_until_us(at);
-    const double late_us = paro::bench::now_us() - at;
+    const double at = paro::reduce_over_ranks(comm_, paro::clock::now_us(), ReduceOp::max) + margin_us;
+    paro::clock::sleep_until_us(at);
+    const double late_us = paro::clock::now_us() - at;
     if (late_us > 1) throw std::runtime_error("rank " + std::to_string(t_.rank()) + " started " + std::to_string(late_us) +
                                                   " us after the common start: raise start_together's margin");
   }
 #else
   void start_together() {}
 #endif
-
-  double mean_over_ranks(double v) { return reduced(v, ReduceOp::sum) / comm_.size(); }
-
-  std::size_t sum_over_ranks(std::size_t v) {
-    return static_cast<std::size_t>(reduced(static_cast<std::int64_t>(v), ReduceOp::sum));
-  }
-
-  // v reduced over all ranks, staged through the backend's memory space.
-  template <class V>
-  V reduced(V v, ReduceOp op) {
-    Transport& t = comm_.transport();
-    auto staged = t.allocate(sizeof v);
-    t.upload(staged.data(), &v, sizeof v);
-    comm_.all_reduce(staged.data(), staged.data(), 1, paro::data_type_v<V>, op, {Algorithm::tree});
-    t.download(&v, staged.data(), sizeof v);
-    return v;
-  }
 
   double algbw(const Row& row, int p) const {
     return row.time_us[p] > 0 ? static_cast<double>(row.bytes) / row.time_us[p] / 1e3 : 0;
@@ -429,8 +407,8 @@ class Bench {
     gethostname(host, sizeof host - 1);
     std::printf("# paro-bench %s backend %s nRanks %d minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d "
                 "iters: %d validation: %d\n#\n# Using ranks\n",
-                paro::name_of(coll_), Transport::name, t_.size(), paro::env::parse_bytes(s_.min_bytes, "-b"),
-                paro::env::parse_bytes(s_.max_bytes, "-e"), s_.factor, s_.warmup, s_.iters, s_.check);
+                paro::name_of(coll_), Transport::name, t_.size(), min_bytes(s_), max_bytes(s_), s_.factor, s_.warmup,
+                s_.iters, s_.check);
     std::printf("#  Rank %2d Pid %6d on %10s backend %s (%d ranks)\n", 0, static_cast<int>(getpid()), host,
                 Transport::name, comm_.size());
     const paro::Topology& topo = comm_.topology();
@@ -465,13 +443,6 @@ class Bench {
     return buf;
   }
 };
-
-paro::CommunicatorConfig config_for(const Settings& s) {
-  paro::CommunicatorConfig config;
-  if (!s.emulate.empty()) config.discovery.emulate = s.emulate;
-  if (!s.group.empty()) config.group = paro::GroupSpec::parse(s.group, config.group.allow_uneven);
-  return config;
-}
 
 std::vector<Collective> collectives(const std::string& list) {
   std::vector<Collective> out;
@@ -509,11 +480,8 @@ void run_compressed(paro::Communicator<Transport>& comm, const Settings& s, nloh
                             paro::env::parse_bytes(s.shape.substr(x + 1), "--shape cols"));
     paro::detail::require(run.shapes.back().first > 0 && run.shapes.back().second > 0, "--shape: rows and cols must be >= 1");
   } else {
-    const std::size_t lo = paro::env::parse_bytes(s.min_bytes, "-b"), hi = paro::env::parse_bytes(s.max_bytes, "-e");
-    for (double b = static_cast<double>(lo); b <= static_cast<double>(hi); b *= s.factor) {
-      run.shapes.emplace_back(std::max<std::size_t>(1, static_cast<std::size_t>(b) / 4096), 1024);
-      if (s.factor <= 1) break;
-    }
+    for (std::size_t bytes : paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor))
+      run.shapes.emplace_back(std::max<std::size_t>(1, bytes / 4096), 1024);
   }
   run.options.ratio = s.ratio;
   run.options.distribution = paro::compression::parse_distribution(s.projection);
@@ -554,84 +522,11 @@ std::size_t run_on(paro::Communicator<Transport>& comm, const Settings& s, nlohm
   return wrong;
 }
 
-// Measures the cost model's numbers here: per-step latency and bandwidth of flat rings inside groups
-// (intra) and along rails (inter, every rail at once, so a shared NIC is seen shared), local reduction and
-// copy throughput with every rank busy, and the cost of starting lanes. Writes a PARO_COST_FILE.
+// --calibrate: the cost model's numbers measured here (paro/communicator/calibration.hpp), written for
+// PARO_COST_FILE by rank 0.
 template <class Transport>
 void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
-  using paro::Scope;
-  paro::algorithms::LinkModel m = comm.cost_model().links();
-  auto mean_over_ranks = [&](double v) {  // as the tables report time (nccl-tests' convention)
-    comm.all_reduce(&v, &v, 1, ReduceOp::sum, {Algorithm::tree});
-    return v / comm.size();
-  };
-  // Time per run of fn back to back, averaged over ranks (us): in steady state, so that ranks leaving the
-  // barrier at different moments do not hide a shared link's queue.
-  auto timed = [&](int repeats, auto&& fn) {
-    fn();  // warm-up
-    comm.barrier();
-    const double start = paro::bench::now_us();
-    for (int i = 0; i < repeats; ++i) fn();
-    return mean_over_ranks(paro::bench::now_us() - start) /
-           repeats;
-  };
-  // One step of a ring all-gather of `block` bytes per rank in scope s: {latency us, us per byte}.
-  auto ring_step = [&](Scope s) {
-    const int k = comm.transport(s).size();
-    const std::size_t small = 4, big = std::size_t{2} << 20;
-    std::vector<float> buf(big / 4 * static_cast<std::size_t>(k));
-    auto step = [&](std::size_t bytes) {
-      float* mine = buf.data() + bytes / 4 * static_cast<std::size_t>(comm.transport(s).rank());  // in place
-      return timed(5, [&] { comm.all_gather(mine, buf.data(), bytes / 4, {Algorithm::ring, s}); }) / (k - 1);
-    };
-    const double a = step(small), b = step(big);
-    return std::make_pair(a, std::max(1e-9, (b - a) / static_cast<double>(big - small)));
-  };
-  const bool intra = comm.transport(Scope::intra).size() > 1, inter = comm.transport(Scope::inter).size() > 1;
-  std::pair<double, double> intra_fit{0, 0}, inter_fit{0, 0};
-  if (intra) intra_fit = ring_step(Scope::intra);
-  if (inter) inter_fit = ring_step(Scope::inter);
-  if (intra) {
-    m.step_us = std::max(0.0, intra_fit.first - m.intra.latency_us);
-    m.intra.gbps = 8e-3 / intra_fit.second;
-  }
-  if (inter) {
-    m.inter.latency_us = std::max(0.0, inter_fit.first - m.step_us);
-    const double share = m.nic == paro::NicModel::shared ? std::max(1.0, comm.shape(Scope::inter).ring_nic_flows) : 1.0;
-    m.inter.gbps = 8e-3 * share / inter_fit.second;
-  }
-  const std::size_t bytes = std::size_t{8} << 20;
-  std::vector<float> a(bytes / 4, 1.0f), b(bytes / 4, 2.0f), c(bytes / 4);
-  m.reduce_gbps = bytes * 8e-3 / timed(3, [&] { paro::host_reduce(c.data(), a.data(), b.data(), a.size(), DataType::f32, ReduceOp::sum); });
-  m.copy_gbps = bytes * 8e-3 / timed(3, [&] { std::memcpy(c.data(), a.data(), bytes); });
-  constexpr int lane_calls = 20;
-  m.lane_us = timed(3, [&] {
-                for (int i = 0; i < lane_calls; ++i) paro::algorithms::run_lanes(true, {}, [] {}, [] {});
-              }) / lane_calls;
-  // The fitted links decide pipeline chunks from here on, as they will where the cost file is used.
-  comm.set_cost_model(paro::algorithms::CostModel(m, comm.cost_model().bound_links()));
-  // Per collective and algorithm, measured time over the formulas' at every 4x from 1 KiB to 16 MiB. Small
-  // calls are repeated for about 20 ms (the same count on every rank), so that they are not one
-  // scheduler tick's noise.
-  paro::algorithms::CostModel formulas(m, comm.cost_model().bound_links());
-  const paro::algorithms::CostShape& shape = comm.shape(Scope::global);
-  const int n = comm.size();
-  for (Collective coll : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce})
-    for (Algorithm algo : {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc}) {
-      auto& points = m.corrections[{coll, algo}];
-      for (std::size_t full_bytes = std::size_t{1} << 10; full_bytes <= (std::size_t{1} << 24); full_bytes *= 4) {
-        const std::size_t count = coll == Collective::all_reduce ? full_bytes / 4 : full_bytes / 4 / static_cast<std::size_t>(n);
-        const paro::testing::Shape sh = paro::testing::shape_of(coll, count, n, comm.rank());
-        std::vector<float> in(sh.in), out(sh.out);
-        auto call = [&] { paro::testing::call(comm, coll, in.data(), out.data(), count, DataType::f32, ReduceOp::sum, {algo}); };
-        const int repeats = static_cast<int>(std::clamp(20e3 / std::max(1.0, timed(1, call)), 2.0, 200.0));
-        double runs[3];
-        for (double& t : runs) t = timed(repeats, call);
-        std::sort(runs, runs + 3);  // the median, against the noise of a shared machine
-        const double bytes = static_cast<double>(count * 4 * (coll == Collective::all_reduce ? 1 : n));
-        points.emplace_back(bytes, runs[1] / std::max(1e-3, paro::algorithms::BuiltinAlgorithms::formula(formulas, algo, coll, static_cast<std::size_t>(bytes), shape).time_us));
-      }
-    }
+  paro::algorithms::LinkModel m = paro::calibrate(comm);
   m.source = "paro-bench --calibrate";
   if (comm.rank() != 0) return;
   std::ofstream out(path);
@@ -641,14 +536,6 @@ void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
               Transport::name, comm.size(), paro::algorithms::to_json(m).c_str(), path.c_str(), path.c_str());
 }
 
-#ifdef PARO_HAVE_CUDA
-// Device backends measure without pacing, tracing or calibration (which work on host buffers).
-void reject_host_only_options(const Settings& s, const char* what) {
-  paro::detail::require(s.trace_path.empty() && s.calibrate_path.empty(), what,
-                        ": --trace and --calibrate work on host backends only");
-}
-#endif
-
 template <class Transport>
 std::size_t run_or_calibrate(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
   if (s.calibrate_path.empty()) return run_on(comm, s, records);
@@ -656,18 +543,26 @@ std::size_t run_or_calibrate(paro::Communicator<Transport>& comm, const Settings
   return 0;
 }
 
-// The emulated cluster the paced transport places ranks on (one node when nothing is emulated).
-paro::topology::EmulationSpec emulation_of(const Settings& s) {
-  if (!s.emulate.empty()) return paro::topology::EmulationSpec::parse(s.emulate);
-  if (auto e = paro::env::get("PARO_EMULATE")) return paro::topology::EmulationSpec::parse(*e);
-  return paro::topology::EmulationSpec::parse("nodes=1");
+// Device backends measure without pacing, tracing or calibration (which work on host buffers).
+void reject_host_only_options(const Settings& s) {
+  const char* device_backend = s.backend == "nccl" ? "--backend nccl" : s.device == "cuda" ? "--device cuda" : nullptr;
+  if (!device_backend) return;
+  paro::detail::require(s.trace_path.empty() && s.calibrate_path.empty(), device_backend,
+                        ": --trace and --calibrate work on host backends only");
 }
 
-void write_json(const Settings& s, const nlohmann::json& records) {
-  if (s.json_path.empty()) return;
-  std::ofstream out(s.json_path);
-  paro::detail::require(static_cast<bool>(out), "--json: cannot write '", s.json_path, "'");
-  out << records.dump(1) << "\n";
+paro::testing::LaunchOptions launch_options(const Settings& s, int* argc, char*** argv) {
+  paro::testing::LaunchOptions o;
+  o.backend = s.backend;
+  o.device = s.device;
+  o.thread_ranks = s.thread_ranks;
+  o.emulate = s.emulate;
+  o.trace = !s.trace_path.empty();
+  if (!s.group.empty()) o.config.group = paro::GroupSpec::parse(s.group, o.config.group.allow_uneven);
+  o.program = "paro-bench";
+  o.argc = argc;
+  o.argv = argv;
+  return o;
 }
 
 }  // namespace
@@ -709,72 +604,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    nlohmann::json records = nlohmann::json::array();
-    std::size_t wrong = 0;
-    if (s.backend == "threads" && s.thread_ranks % 2 == 0 && s.emulate.empty() && !paro::env::get("PARO_EMULATE"))
-      s.emulate = "nodes=2";
-    // The records and the error count of rank 0 (the threads backends run every rank in this process).
-    std::mutex m;
-    auto keep = [&](int rank, nlohmann::json& mine, std::size_t w) {
-      if (rank != 0) return;
-      std::lock_guard<std::mutex> lock(m);
-      records = std::move(mine);
-      wrong = w;
-    };
-#ifdef PARO_HAVE_CUDA
-    if (s.backend == "threads" && s.device == "cuda") {
-      reject_host_only_options(s, "--device cuda");
-      paro::threads::run_on_devices(s.thread_ranks, [&](paro::threads::DeviceTransport t) {
-        paro::Communicator comm(std::move(t), config_for(s));
-        nlohmann::json mine = nlohmann::json::array();
-        keep(comm.rank(), mine, run_on(comm, s, mine));
-      });
-      write_json(s, records);
-      return wrong == 0 ? 0 : 1;
-    }
-    if (s.backend == "nccl") {
-      reject_host_only_options(s, "--backend nccl");
-#ifdef PARO_HAVE_MPI
-      paro::mpi::Environment env(&argc, &argv);
-      auto host = paro::mpi::Transport::world();
-      paro::Communicator comm(paro::nccl::Transport::bootstrap(host, paro::nccl::local_device()), config_for(s));
-      wrong = run_on(comm, s, records);
-      if (comm.rank() == 0) write_json(s, records);
-#else  // one process: -t thread ranks, one GPU each
-      paro::threads::run(s.thread_ranks, [&](paro::threads::Transport host) {
-        paro::Communicator comm(paro::nccl::Transport::bootstrap(host, host.rank()), config_for(s));
-        nlohmann::json mine = nlohmann::json::array();
-        keep(comm.rank(), mine, run_on(comm, s, mine));
-      });
-      write_json(s, records);
-#endif
-      return wrong == 0 ? 0 : 1;
-    }
-#endif
-    paro::detail::require(s.device == "host", "--device ", s.device, ": this paro-bench was built without CUDA (use paro-bench-cuda)");
-    if (s.backend == "threads") {
-      const paro::CommunicatorConfig config = config_for(s);
-      const auto spec = emulation_of(s);
-      paro::threads::run(s.thread_ranks, [&](paro::threads::Transport t) {
-        using Paced = paro::paced::Transport<paro::threads::Transport>;
-        paro::Communicator comm(Paced::wrap(std::move(t), spec, !s.trace_path.empty()), config);
-        nlohmann::json mine = nlohmann::json::array();
-        keep(comm.rank(), mine, run_or_calibrate(comm, s, mine));
-      });
-      write_json(s, records);
-    } else {
-#ifdef PARO_HAVE_MPI
-      paro::mpi::Environment env(&argc, &argv);
-      using Paced = paro::paced::Transport<paro::mpi::Transport>;
-      paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), emulation_of(s), !s.trace_path.empty()),
-                              config_for(s));
-      wrong = run_or_calibrate(comm, s, records);
-      if (comm.rank() == 0) write_json(s, records);
-#else
-      throw paro::UsageError("--backend mpi: this paro-bench was built without MPI (configure with MPI installed)");
-#endif
-    }
-    return wrong == 0 ? 0 : 1;
+    reject_host_only_options(s);
+    const paro::testing::LaunchOptions o = launch_options(s, &argc, &argv);
+    return paro::testing::launch_tool(o, s.json_path, [&](auto& comm, nlohmann::json& records) {
+      return run_or_calibrate(comm, s, records) == 0 ? 0 : 1;  // 1: wrong elements
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paro-bench: %s\n", e.what());
     return 2;

@@ -16,22 +16,20 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "paro/communicator/over_ranks.hpp"
 #include "paro/compression/separate.hpp"
 #include "paro/dp/engine.hpp"
 #include "paro/dp/model.hpp"
 #include "paro/paro.hpp"
 #include "paro/testing/dp_check.hpp"
-#include "paro/transport/paced.hpp"
+#include "paro/testing/launch.hpp"
+#include "paro/testing/report.hpp"
 #include "train/char_mlp.hpp"
 #include "train/corpus.hpp"
-#ifdef PARO_HAVE_MPI
-#include "paro/transport/mpi.hpp"
-#endif
 
 namespace {
 
@@ -40,7 +38,7 @@ using paro::dp::Strategy;
 struct Settings {
   std::string backend = "threads";
   int thread_ranks = 8;
-  std::string emulate;  // threads default: nodes=2
+  std::string emulate;  // threads default: nodes=2 when -t is even
   std::string strategy = "NNN";
   std::string config;
   int accumulation = 1, batch = 16, steps = 100, log_every = 10;
@@ -139,13 +137,13 @@ class Trainer {
       r.sent.intra += t.intra;
       r.sent.inter += t.inter;
       if (separate) r.wire_bytes += static_cast<double>(separate->last_call().wire_bytes) / s_.steps;
-      r.losses.push_back(mean_over_ranks(loss / s_.accumulation));
+      r.losses.push_back(paro::mean_over_ranks(comm_, loss / s_.accumulation));
       if (comm_.rank() == 0 && s_.log_every > 0 && (k % s_.log_every == 0 || k + 1 == s_.steps))
         std::printf("  %s step %4d  loss %.4f\n", strategy.name().c_str(), k, r.losses.back());
     }
     r.sent.intra /= s_.steps;  // exact: every step sends the same bytes
     r.sent.inter /= s_.steps;
-    r.step_ms = mean_over_ranks(seconds / s_.steps * 1e3);
+    r.step_ms = paro::mean_over_ranks(comm_, seconds / s_.steps * 1e3);
     r.held = engine.memory();
     r.model_held = paro::dp::footprint(strategy, engine.sizes(), engine.cluster());
     r.traffic_modelled = !separate;
@@ -212,21 +210,9 @@ class Trainer {
     return sep;
   }
 
-  double mean_over_ranks(double v) {
-    comm_.all_reduce(&v, &v, 1, paro::ReduceOp::sum, {paro::Algorithm::tree});
-    return v / comm_.size();
-  }
   // This rank's bytes sent since the last call, by link class.
   paro::dp::Traffic take_traffic() { return paro::testing::take_traced_traffic(comm_.rank()); }
 };
-
-// Every rank's flag, true when any rank's is.
-template <class Transport>
-bool any_rank(paro::Communicator<Transport>& comm, bool flag) {
-  std::int32_t v = flag ? 1 : 0;
-  comm.all_reduce(&v, &v, 1, paro::ReduceOp::max, {paro::Algorithm::tree});
-  return v != 0;
-}
 
 std::string kib(double bytes) { return paro::detail::concat(static_cast<long long>(bytes / 1024.0 + 0.5), " KiB"); }
 
@@ -262,12 +248,11 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
                          r.held.full_grads == r.model_held.full_grads;
     const bool sent_ok = !r.traffic_modelled ||
                          (r.sent.intra == r.model_sent.intra && r.sent.inter == r.model_sent.inter);
-    const bool bytes_ok = !any_rank(comm, !(held_ok && sent_ok));
+    const bool bytes_ok = !paro::any_rank(comm, !(held_ok && sent_ok));
     double diff = 0;
     if (reference.empty()) reference = r.final_params;
     else diff = paro::testing::relative_difference(r.final_params, reference);
-    diff = std::max(diff, 0.0);
-    comm.all_reduce(&diff, &diff, 1, paro::ReduceOp::max, {paro::Algorithm::tree});
+    diff = paro::reduce_over_ranks(comm, std::max(diff, 0.0), paro::ReduceOp::max);
     if (s.verify && (!bytes_ok || !(diff <= 1e-5))) mismatch = true;
     if (root) {
       auto pair = [](double a, double b, bool modelled) {
@@ -316,7 +301,8 @@ int main(int argc, char** argv) {
   CLI::App app{"paro-train: data-parallel training with PaRO-DP strategies on paro's collectives"};
   app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str()->check(CLI::IsMember({"threads", "mpi"}));
   app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")->capture_default_str()->check(CLI::Range(1, 256));
-  app.add_option("--emulate", s.emulate, "emulated cluster (PARO_EMULATE form); groups are its nodes (threads default nodes=2)");
+  app.add_option("--emulate", s.emulate,
+                 "emulated cluster (PARO_EMULATE form); groups are its nodes (threads default nodes=2 when -t is even)");
   app.add_option("--strategy", s.strategy, "p g os letters (N, I, G; e.g. NIG), a ZeRO stage 0-3, or all")->capture_default_str();
   app.add_option("--config", s.config, "DeepSpeed-style JSON: zero_optimization.{paro_strategy|stage}, gradient_accumulation_steps, train_micro_batch_size_per_gpu, optimizer.params.lr");
   app.add_option("--accum", s.accumulation, "micro-steps per step")->capture_default_str()->check(CLI::Range(1, 1024));
@@ -344,48 +330,17 @@ int main(int argc, char** argv) {
     if (!s.config.empty()) apply_config(s, s.config, app);
     paro::detail::require(s.compress == "none" || s.strategy != "all",
                           "--compress separate: give one strategy with g = N (e.g. NNN, NNG, INI), not all");
-    nlohmann::json records = nlohmann::json::array();
-    int status = 0;
-    auto write = [&] {
-      if (s.json_path.empty()) return;
-      std::ofstream out(s.json_path);
-      paro::detail::require(static_cast<bool>(out), "--json: cannot write '", s.json_path, "'");
-      out << records.dump(1) << "\n";
-    };
-    if (s.backend == "threads") {
-      if (s.emulate.empty() && !paro::env::get("PARO_EMULATE")) s.emulate = "nodes=2";
-      const auto spec = paro::topology::EmulationSpec::parse(s.emulate.empty() ? *paro::env::get("PARO_EMULATE") : s.emulate);
-      paro::CommunicatorConfig config;
-      if (!s.emulate.empty()) config.discovery.emulate = s.emulate;
-      std::mutex m;
-      paro::threads::run(s.thread_ranks, [&](paro::threads::Transport t) {
-        using Paced = paro::paced::Transport<paro::threads::Transport>;
-        paro::Communicator comm(Paced::wrap(std::move(t), spec, true), config);
-        nlohmann::json mine = nlohmann::json::array();
-        const int rc = train(comm, s, mine);
-        if (comm.rank() == 0) {
-          std::lock_guard<std::mutex> lock(m);
-          records = std::move(mine);
-          status = rc;
-        }
-      });
-      write();
-    } else {
-#ifdef PARO_HAVE_MPI
-      paro::mpi::Environment env(&argc, &argv);
-      using Paced = paro::paced::Transport<paro::mpi::Transport>;
-      const std::string emulate = s.emulate.empty() ? paro::env::get("PARO_EMULATE").value_or("nodes=1") : s.emulate;
-      paro::CommunicatorConfig config;
-      if (!s.emulate.empty()) config.discovery.emulate = s.emulate;
-      paro::Communicator comm(Paced::wrap(paro::mpi::Transport::world(), paro::topology::EmulationSpec::parse(emulate), true),
-                              config);
-      status = train(comm, s, records);
-      if (comm.rank() == 0) write();
-#else
-      throw paro::UsageError("--backend mpi: this paro-train was built without MPI");
-#endif
-    }
-    return status;
+    paro::testing::LaunchOptions o;
+    o.backend = s.backend;
+    o.thread_ranks = s.thread_ranks;
+    o.emulate = s.emulate;
+    o.trace = true;  // the bytes sent per step are counted from the traced messages
+    o.program = "paro-train";
+    o.argc = &argc;
+    o.argv = &argv;
+    return paro::testing::launch_tool(o, s.json_path, [&](auto& comm, nlohmann::json& records) {
+      return train(comm, s, records);
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paro-train: %s\n", e.what());
     return 2;

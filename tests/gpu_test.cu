@@ -34,12 +34,7 @@ using paro::Scope;
     if (gpus_ < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, found " << gpus_;                         \
   } while (0)
 
-struct DeviceThreads {
-  template <class Fn>
-  static void run(int n, Fn&& fn) {
-    paro::threads::run_on_devices(n, std::forward<Fn>(fn));
-  }
-};
+using paro::testing::DeviceThreads;
 
 // --- kernels -------------------------------------------------------------------------------------------
 
@@ -154,9 +149,9 @@ TEST(CudaKernelsErrors, BadArgumentsAreParoErrors) {
 
 // --- the threads backend over device memory ------------------------------------------------------------
 
-constexpr Algorithm device_algorithms[] = {Algorithm::ring,     Algorithm::tree,    Algorithm::mics_hcs,
-                                           Algorithm::paro_seq, Algorithm::paro_cc, Algorithm::automatic};
-constexpr Collective all_collectives[] = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter};
+// The device threads backend has no native collectives: every other algorithm, and automatic.
+const auto device_algorithms = paro::algorithms::BuiltinAlgorithms::portable_and_automatic();
+using paro::all_collectives;
 
 // (emulated cluster, scope): every algorithm, collective, data type and op, counts 0 / 1 / odd, exact values.
 using ClusterParam = std::tuple<const char*, Scope>;
@@ -247,8 +242,7 @@ TEST_P(NcclTransport, EveryAlgorithmIncludingNative) {
   auto failures = on_nccl(n, emulate, [](auto& comm) {
     std::vector<std::string> f;
     for (Collective coll : all_collectives)
-      for (Algorithm algo : {Algorithm::native, Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs,
-                             Algorithm::paro_seq, Algorithm::paro_cc})
+      for (Algorithm algo : paro::all_algorithms)
         for (auto& s : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 1000, 100003})) f.push_back(s);
     return f;
   });

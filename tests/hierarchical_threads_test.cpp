@@ -17,8 +17,9 @@ using paro::Algorithm;
 using paro::Collective;
 using paro::Scope;
 
-constexpr Algorithm hierarchical_algorithms[] = {Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc};
-constexpr Collective all_collectives[] = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter};
+using paro::all_collectives;
+const auto hierarchical_algorithms =
+    paro::algorithms::BuiltinAlgorithms::in_family(paro::algorithms::Family::hierarchical);
 
 using ClusterParam = std::tuple<const char*, const char*, Scope>;  // emulation, grouping, scope
 class HierarchicalExact : public ::testing::TestWithParam<ClusterParam> {};

@@ -4,23 +4,23 @@
 // DeviceThreads in the GPU tests (threads::run_on_devices), so one body serves both.
 
 #include <mutex>
-#include <utility>
 #include <string>
 #include <vector>
 
 #include "paro/paro.hpp"
+#include "paro/testing/launch.hpp"
 
 namespace paro::testing {
 
-struct HostThreads {
-  template <class Fn>
-  static void run(int n, Fn&& fn) {
-    threads::run(n, std::forward<Fn>(fn));
-  }
-};
+// Every rank's failures, rank by rank.
+inline std::vector<std::string> joined(const std::vector<std::vector<std::string>>& per_rank) {
+  std::vector<std::string> all;
+  for (const auto& mine : per_rank) all.insert(all.end(), mine.begin(), mine.end());
+  return all;
+}
 
 // Runs body(transport) on n ranks and gathers every rank's failure descriptions: for checks below the
-// Communicator (the transport conformance suite), and the base of on_threads and on_cluster.
+// Communicator (the transport conformance suite).
 template <class Launcher = HostThreads, class Body>
 std::vector<std::string> on_transports(int n, Body body) {
   std::mutex mutex;
@@ -35,22 +35,16 @@ std::vector<std::string> on_transports(int n, Body body) {
 
 template <class Launcher = HostThreads, class Body>
 std::vector<std::string> on_threads(int n, Body body) {
-  return on_transports<Launcher>(n, [&](auto t) {
-    Communicator comm(std::move(t));
-    return body(comm);
-  });
+  return joined(run_on_thread_ranks<Launcher>(n, CommunicatorConfig{}, body));
 }
 
 template <class Launcher = HostThreads, class Body>
 std::vector<std::string> on_cluster(const std::string& emulate, const std::string& group, Body body) {
+  CommunicatorConfig config;
+  config.discovery.emulate = emulate;
+  config.group = GroupSpec::parse(group, true);
   const int ranks = topology::EmulationSpec::parse(emulate).rank_count().value();
-  return on_transports<Launcher>(ranks, [&](auto t) {
-    CommunicatorConfig config;
-    config.discovery.emulate = emulate;
-    config.group = GroupSpec::parse(group, true);
-    Communicator comm(std::move(t), config);
-    return body(comm);
-  });
+  return joined(run_on_thread_ranks<Launcher>(ranks, config, body));
 }
 
 // The message of the paro::Error that f throws, or "(no error)".

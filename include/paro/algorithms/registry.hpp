@@ -24,6 +24,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/cost_model.hpp"
@@ -104,6 +105,21 @@ struct AlgorithmList {
     Family f = Family::flat;
     visit(a, [&](auto d) { f = decltype(d)::family; });
     return f;
+  }
+
+  // The algorithms of one family, in list order (what tests and tools iterate).
+  static std::vector<Algorithm> in_family(Family f) {
+    std::vector<Algorithm> out;
+    ((Descriptors::family == f ? out.push_back(Descriptors::id) : void()), ...);
+    return out;
+  }
+
+  // Every algorithm a call may be planned with on a transport without native collectives, and automatic.
+  static std::vector<Algorithm> portable_and_automatic() {
+    std::vector<Algorithm> out;
+    ((Descriptors::family != Family::native ? out.push_back(Descriptors::id) : void()), ...);
+    out.push_back(Algorithm::automatic);
+    return out;
   }
 
   static bool implements(Algorithm a, Collective c) {

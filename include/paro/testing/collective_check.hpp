@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "paro/collectives.hpp"
+#include "paro/communicator/collective_call.hpp"
 #include "paro/core/env.hpp"
 
 namespace paro::testing {
@@ -94,36 +95,6 @@ inline void fill_inputs(void* buf, std::size_t count, DataType dt, ReduceOp op, 
   });
 }
 
-// One rank's buffers for a collective of `count` elements (the per-rank block; the whole buffer for
-// all-reduce) over n ranks: element counts, and where send and recv sit in the single buffer of an
-// in-place call (paro's in-place conventions).
-struct Shape {
-  std::size_t in, out, full;
-  std::size_t send_at, recv_at;  // in place: offsets into the `full`-element buffer
-  std::size_t first_input;       // global index of the rank's first input element
-};
-
-inline Shape shape_of(Collective c, std::size_t count, int n, int r) {
-  const std::size_t block = count, mine = static_cast<std::size_t>(r) * block;
-  switch (c) {
-    case Collective::all_reduce: return {count, count, count, 0, 0, 0};
-    case Collective::all_gather: return {block, block * static_cast<std::size_t>(n), block * static_cast<std::size_t>(n), mine, 0, mine};
-    case Collective::reduce_scatter: return {block * static_cast<std::size_t>(n), block, block * static_cast<std::size_t>(n), 0, mine, 0};
-  }
-  throw UsageError("invalid Collective");
-}
-
-// Calls collective c through the public verbs.
-template <class Transport, class Registry>
-void call(Communicator<Transport, Registry>& comm, Collective c, const void* send, void* recv, std::size_t count, DataType dt,
-          ReduceOp op, Options o) {
-  switch (c) {
-    case Collective::all_reduce: return comm.all_reduce(send, recv, count, dt, op, o);
-    case Collective::all_gather: return comm.all_gather(send, recv, count, dt, o);
-    case Collective::reduce_scatter: return comm.reduce_scatter(send, recv, count, dt, op, o);
-  }
-}
-
 struct CheckResult {
   std::size_t wrong = 0;  // elements of this rank's output (and, out of place, input) that are wrong
   std::string report;     // the case and the first few wrong elements; empty when all are right
@@ -136,7 +107,7 @@ CheckResult check_case(Communicator<Transport, Registry>& comm, const Case& c) {
   return visit_data_type(c.dt, [&](auto tag) -> CheckResult {
     using T = decltype(tag);
     const std::size_t block = c.count;
-    const Shape shape = shape_of(c.coll, c.count, n, r);
+    const BufferShape shape = buffer_shape(c.coll, c.count, n, r);
     std::vector<T> input(shape.in), output(shape.out, element<T>(99));
     fill_inputs(input.data(), shape.in, c.dt, c.op, r, shape.first_input);
     // The call runs on buffers of the transport's memory space (device memory on a CUDA backend): the
@@ -157,7 +128,7 @@ CheckResult check_case(Communicator<Transport, Registry>& comm, const Case& c) {
       t.upload(send, input.data(), shape.in * esize);
       t.upload(recv, output.data(), shape.out * esize);
     }
-    call(comm, c.coll, send, recv, c.count, c.dt, c.op, Options{c.algo, c.scope});
+    call_collective(comm, c.coll, send, recv, c.count, c.dt, c.op, Options{c.algo, c.scope});
     t.download(output.data(), recv, shape.out * esize);
     if (!c.in_place) t.download(input.data(), send, shape.in * esize);
     std::string report;

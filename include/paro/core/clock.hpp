@@ -1,5 +1,5 @@
 #pragma once
-// The benchmarks' clock, in microseconds: the wall clock, or under SimGrid SMPI (built with
+// A clock in microseconds for timing collectives: the wall clock, or under SimGrid SMPI (built with
 // -DPARO_SIMULATED_CLOCK) the simulated time of MPI_Wtime, since the process's own clock would then time
 // the simulator rather than the simulated cluster.
 
@@ -11,13 +11,13 @@
 #include <mpi.h>
 #endif
 
-namespace paro::bench {
+namespace paro::clock {
 
 // Whether every rank reads the same clock (the simulation's), so that times of different ranks compare.
 #ifdef PARO_SIMULATED_CLOCK
-inline constexpr bool clock_is_global = true;
+inline constexpr bool is_global = true;
 #else
-inline constexpr bool clock_is_global = false;
+inline constexpr bool is_global = false;
 #endif
 
 inline double now_us() {
@@ -38,4 +38,4 @@ inline void sleep_until_us(double t_us) {
 }
 #endif
 
-}  // namespace paro::bench
+}  // namespace paro::clock

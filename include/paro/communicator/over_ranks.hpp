@@ -1,0 +1,40 @@
+#pragma once
+// One number per rank reduced over every rank of a communicator: times averaged as nccl-tests reports
+// them, error counts summed, flags combined. The value is staged through the transport's memory space,
+// so that these work on device backends too.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "paro/collectives.hpp"
+
+namespace paro {
+
+// v reduced with op over every rank of comm (collective); every rank gets the result.
+template <class Transport, class Registry, class V>
+V reduce_over_ranks(Communicator<Transport, Registry>& comm, V v, ReduceOp op) {
+  Transport& t = comm.transport();
+  auto staged = t.allocate(sizeof v);
+  t.upload(staged.data(), &v, sizeof v);
+  comm.all_reduce(staged.data(), staged.data(), 1, data_type_v<V>, op, {Algorithm::tree});
+  t.download(&v, staged.data(), sizeof v);
+  return v;
+}
+
+template <class Transport, class Registry>
+double mean_over_ranks(Communicator<Transport, Registry>& comm, double v) {
+  return reduce_over_ranks(comm, v, ReduceOp::sum) / comm.size();
+}
+
+// Counts travel as int64, a type every backend reduces.
+template <class Transport, class Registry>
+std::size_t sum_over_ranks(Communicator<Transport, Registry>& comm, std::size_t v) {
+  return static_cast<std::size_t>(reduce_over_ranks(comm, static_cast<std::int64_t>(v), ReduceOp::sum));
+}
+
+template <class Transport, class Registry>
+bool any_rank(Communicator<Transport, Registry>& comm, bool flag) {
+  return reduce_over_ranks(comm, std::int32_t{flag ? 1 : 0}, ReduceOp::max) != 0;
+}
+
+}  // namespace paro

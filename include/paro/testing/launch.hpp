@@ -1,0 +1,189 @@
+#pragma once
+// Starting the ranks of a tool or test: picks the backend by name, makes the emulated cluster, puts the
+// paced transport in between, builds a Communicator per rank and runs one generic body on every rank.
+//
+//   paro::testing::LaunchOptions o;            // backend threads, 8 ranks, nodes=2
+//   auto run = paro::testing::launch(o, [&](auto& comm) { return measure(comm); });
+//   if (run.rank_0) print(run.result);
+//
+// Thread ranks run in this process and rank 0's result comes back; under mpi (mpirun -np N) every process
+// runs its own rank and gets its result. run_on_thread_ranks is the layer below, for callers that want
+// every rank's result (the tests gather every rank's failures) or a memory space of their choice.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "paro/collectives.hpp"
+#include "paro/core/env.hpp"
+#include "paro/core/error.hpp"
+#include "paro/topology/emulation.hpp"
+#include "paro/transport/paced.hpp"
+#include "paro/transport/threads.hpp"
+#ifdef PARO_HAVE_MPI
+#include "paro/transport/mpi.hpp"
+#endif
+#ifdef PARO_HAVE_CUDA
+#include "paro/transport/threads_cuda.cuh"
+#include "paro/transport/nccl.hpp"
+#endif
+
+namespace paro::testing {
+
+// Thread launchers: run fn(Transport) on n thread ranks, buffers in one memory space.
+struct HostThreads {
+  using Transport = threads::Transport;
+  template <class Fn>
+  static void run(int n, Fn&& fn) {
+    threads::run(n, std::forward<Fn>(fn));
+  }
+};
+
+#ifdef PARO_HAVE_CUDA
+struct DeviceThreads {
+  using Transport = threads::DeviceTransport;
+  template <class Fn>
+  static void run(int n, Fn&& fn) {
+    threads::run_on_devices(n, std::forward<Fn>(fn));
+  }
+};
+#endif
+
+// The thread transport itself, for run_on_thread_ranks' make_transport.
+struct AsIs {
+  template <class T>
+  T operator()(T& t) const {
+    return std::move(t);
+  }
+};
+
+// Runs body(Communicator&) on n thread ranks of Launcher's memory space, each rank's Communicator over
+// make_transport(its thread transport) with config, and returns every rank's result, by rank.
+template <class Launcher = HostThreads, class Body, class MakeTransport = AsIs>
+auto run_on_thread_ranks(int n, const CommunicatorConfig& config, Body&& body, MakeTransport&& make_transport = {}) {
+  using Thread = typename Launcher::Transport;
+  using Made = std::decay_t<std::invoke_result_t<MakeTransport&, Thread&>>;
+  using Result = std::decay_t<std::invoke_result_t<Body&, Communicator<Made>&>>;
+  // Each rank fills its own slot (optional: a vector<bool> would share bytes between ranks); run()
+  // joins every thread before the slots are read.
+  std::vector<std::optional<Result>> slots(static_cast<std::size_t>(n));
+  Launcher::run(n, [&](Thread t) {
+    const auto rank = static_cast<std::size_t>(t.rank());
+    Communicator<Made> comm(make_transport(t), config);
+    slots[rank].emplace(body(comm));
+  });
+  std::vector<Result> results;
+  results.reserve(slots.size());
+  for (auto& slot : slots) results.push_back(std::move(*slot));
+  return results;
+}
+
+struct LaunchOptions {
+  std::string backend = "threads";  // threads or mpi; where built with CUDA also nccl
+  std::string device = "host";      // threads: buffers in host or (CUDA builds) cuda memory
+  int thread_ranks = 8;             // threads, and nccl without MPI: ranks in this process
+  // The emulated cluster (PARO_EMULATE form); empty: PARO_EMULATE, else for threads with an even rank
+  // count 2 nodes (nodes=2), else one node. With link keys in it, host backends' messages take the
+  // emulated links' time (paced::Transport); without, they pass straight through.
+  std::string emulate;
+  bool trace = false;             // host backends: record every message (paced::TraceLog)
+  CommunicatorConfig config;      // its discovery.emulate is set from emulate
+  std::string program = "paro";   // the tool, for errors such as "this paro-bench was built without MPI"
+  int* argc = nullptr;            // mpi: the command line for MPI_Init
+  char*** argv = nullptr;
+};
+
+// What launch() returns: the result of the first rank this process ran and whether that is rank 0
+// (it is, except in the other processes of an MPI job).
+template <class Result>
+struct Launched {
+  Result result;
+  bool rank_0 = true;
+};
+
+// The PARO_EMULATE given to discovery: the option's, else for threads with an even rank count and no
+// PARO_EMULATE nodes=2, else none (discovery then reads PARO_EMULATE itself).
+inline std::string emulation_option(const LaunchOptions& o) {
+  if (!o.emulate.empty()) return o.emulate;
+  if (o.backend == "threads" && o.thread_ranks % 2 == 0 && !env::get("PARO_EMULATE")) return "nodes=2";
+  return "";
+}
+
+// paro::Error unless the backend and device are known and built here.
+inline void check_launch_options(const LaunchOptions& o) {
+#ifdef PARO_HAVE_CUDA
+  const bool known = o.backend == "threads" || o.backend == "mpi" || o.backend == "nccl";
+  const char* allowed = "threads, mpi, nccl";
+#else
+  const bool known = o.backend == "threads" || o.backend == "mpi";
+  const char* allowed = "threads, mpi";
+#endif
+  detail::require(known, "--backend ", o.backend, ": allowed values are ", allowed);
+  detail::require(o.device == "host" || o.device == "cuda", "--device ", o.device, ": allowed values are host, cuda");
+#ifdef PARO_HAVE_CUDA
+  detail::require(o.device == "host" || o.backend == "threads", "--device cuda: only with --backend threads",
+                  " (the nccl backend's buffers are on the GPU already)");
+#else
+  detail::require(o.device == "host", "--device cuda: this ", o.program, " was built without CUDA (use ", o.program,
+                  "-cuda)");
+#endif
+#ifndef PARO_HAVE_MPI
+  detail::require(o.backend != "mpi", "--backend mpi: this ", o.program,
+                  " was built without MPI (configure with MPI installed)");
+#endif
+}
+
+#ifdef PARO_HAVE_MPI
+// This process's rank of an MPI job (MPI initialised here unless it already is), over make_transport(world).
+template <class Result, class Body, class MakeTransport>
+Launched<Result> run_on_mpi_rank(const LaunchOptions& o, const CommunicatorConfig& config, Body& body,
+                                 MakeTransport&& make_transport) {
+  mpi::Environment environment(o.argc, o.argv);
+  auto world = mpi::Transport::world();
+  Communicator comm(make_transport(world), config);
+  return {body(comm), comm.rank() == 0};
+}
+#endif
+
+// Runs body(Communicator<T>&) on every rank of the chosen backend; body is generic (T is the backend's
+// transport) and returns the same type on every backend. Errors: paro::Error naming the option.
+template <class Body>
+auto launch(const LaunchOptions& o, Body&& body) {
+  using ThreadsPaced = paced::Transport<threads::Transport>;
+  using Result = std::decay_t<std::invoke_result_t<Body&, Communicator<ThreadsPaced>&>>;
+  auto rank_0_of = [](std::vector<Result> results) { return Launched<Result>{std::move(results.front()), true}; };
+  check_launch_options(o);
+  const std::string emulate = emulation_option(o);
+  CommunicatorConfig config = o.config;
+  if (!emulate.empty()) config.discovery.emulate = emulate;
+#ifdef PARO_HAVE_CUDA
+  // Device backends are not paced: the paced transport times host messages.
+  if (o.backend == "threads" && o.device == "cuda")
+    return rank_0_of(run_on_thread_ranks<DeviceThreads>(o.thread_ranks, config, body));
+  if (o.backend == "nccl") {
+#ifdef PARO_HAVE_MPI
+    return run_on_mpi_rank<Result>(o, config, body, [](mpi::Transport& host) {
+      return nccl::Transport::bootstrap(host, nccl::local_device());
+    });
+#else  // one process: a GPU per thread rank
+    return rank_0_of(run_on_thread_ranks(o.thread_ranks, config, body, [](threads::Transport& host) {
+      return nccl::Transport::bootstrap(host, host.rank());
+    }));
+#endif
+  }
+#endif
+  const topology::EmulationSpec spec =
+      topology::EmulationSpec::parse(!emulate.empty() ? emulate : env::get("PARO_EMULATE").value_or("nodes=1"));
+  auto paced_over = [&](auto& inner) {
+    return paced::Transport<std::decay_t<decltype(inner)>>::wrap(std::move(inner), spec, o.trace);
+  };
+#ifdef PARO_HAVE_MPI
+  if (o.backend == "mpi") return run_on_mpi_rank<Result>(o, config, body, paced_over);
+#endif
+  return rank_0_of(run_on_thread_ranks(o.thread_ranks, config, body, paced_over));
+}
+
+}  // namespace paro::testing
