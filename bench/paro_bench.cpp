@@ -587,7 +587,9 @@ int main(int argc, char** argv) {
   app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str()->check(CLI::IsMember({"threads", "mpi"}));
 #endif
   app.add_option("--coll", s.coll, "all_reduce, all_gather, reduce_scatter, compressed_all_reduce, comma-separated, or all (the first three)")->capture_default_str();
-  app.add_option("--algo", s.algos, "algorithms, comma-separated (ring tree mics_hcs paro_seq paro_cc native automatic), or all")->capture_default_str();
+  app.add_option("--algo", s.algos,
+                 "algorithms, comma-separated (" + paro::algorithms::BuiltinAlgorithms::names() + "), or all")
+      ->capture_default_str();
   app.add_option("--trace", s.trace_path, "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of one call per algorithm and size");
   app.add_option("--calibrate", s.calibrate_path, "measure the cost model's numbers, write them here (for PARO_COST_FILE) and exit");
   app.add_option("--json", s.json_path, "write one JSON record per (algorithm, size, placement) here");
