@@ -27,8 +27,8 @@ namespace paro::bench {
 
 struct CompressedRun {
   std::vector<std::pair<std::size_t, std::size_t>> shapes;  // rows x cols
-  compression::SeparateOptions options;                      // ratio, distribution, error feedback
-  std::vector<std::size_t> block_cols;                       // variants; 0 = the full projection
+  compression::SeparateOptions options;                     // ratio, distribution, error feedback
+  std::vector<std::size_t> block_cols;                      // variants; 0 = the full projection
   Scope scope = Scope::global;
   int iters = 5, warmup = 1;
   int rounds = 3;  // of every variant back to back; the median round is reported
@@ -123,9 +123,8 @@ class CompressedBench {
         Result& r = results[k];
         const Options plain{r.algo, run_.scope};
         if (!compressors[k]) {
-          r.rounds_us.push_back(timed([&] {
-            comm_.all_reduce(grad.data(), out.data(), count, DataType::f32, ReduceOp::sum, plain);
-          }));
+          r.rounds_us.push_back(
+              timed([&] { comm_.all_reduce(grad.data(), out.data(), count, DataType::f32, ReduceOp::sum, plain); }));
           continue;
         }
         std::vector<float> payload(r.wire_bytes / sizeof(float));
@@ -141,15 +140,17 @@ class CompressedBench {
     double best_plain = 0;
     Algorithm best_algo = algos_.front();
     for (const Result& r : results)
-      if (r.variant == "plain" && (best_plain == 0 || r.time_us < best_plain)) best_plain = r.time_us, best_algo = r.algo;
+      if (r.variant == "plain" && (best_plain == 0 || r.time_us < best_plain))
+        best_plain = r.time_us, best_algo = r.algo;
     for (const Result& r : results) records.push_back(record(r, rows, cols, best_plain));
     if (comm_.rank() != 0) return;
     const auto blas_threads = env::get("OPENBLAS_NUM_THREADS");
-    std::printf("#\n# compressed_all_reduce: %zu x %zu float (%zu B), ratio %d, %s, error feedback %s, %d ranks "
-                "(scope %s), OPENBLAS_NUM_THREADS=%s\n",
-                rows, cols, bytes, run_.options.ratio, name_of(run_.options.distribution),
-                run_.options.error_feedback ? name_of(run_.options.error_rule) : "off",
-                comm_.transport(run_.scope).size(), name_of(run_.scope), blas_threads ? blas_threads->c_str() : "unset");
+    std::printf(
+        "#\n# compressed_all_reduce: %zu x %zu float (%zu B), ratio %d, %s, error feedback %s, %d ranks "
+        "(scope %s), OPENBLAS_NUM_THREADS=%s\n",
+        rows, cols, bytes, run_.options.ratio, name_of(run_.options.distribution),
+        run_.options.error_feedback ? name_of(run_.options.error_rule) : "off", comm_.transport(run_.scope).size(),
+        name_of(run_.scope), blas_threads ? blas_threads->c_str() : "unset");
     std::printf("# %10s  %-16s  %12s  %23s  %12s  %11s  %12s  %9s  %8s\n", "algo", "variant", "time(us)",
                 "rounds min..max (us)", "wire(B)", "algbw(GB/s)", "comm(us)", "rel_error", "speedup");
     for (const Result& r : results)
@@ -157,9 +158,10 @@ class CompressedBench {
                   r.variant.c_str(), r.time_us, *std::min_element(r.rounds_us.begin(), r.rounds_us.end()),
                   *std::max_element(r.rounds_us.begin(), r.rounds_us.end()), r.wire_bytes, algbw(bytes, r.time_us),
                   r.comm_us, r.rel_error, r.time_us > 0 ? best_plain / r.time_us : 0.0);
-    std::printf("# time: the median of %d rounds of %d calls; speedup: the best plain all-reduce (%s, %.1f us) over "
-                "each row; comm: the all-reduce of the compressed payload alone\n", run_.rounds, run_.iters,
-                name_of(best_algo), best_plain);
+    std::printf(
+        "# time: the median of %d rounds of %d calls; speedup: the best plain all-reduce (%s, %.1f us) over "
+        "each row; comm: the all-reduce of the compressed payload alone\n",
+        run_.rounds, run_.iters, name_of(best_algo), best_plain);
     std::fflush(stdout);
   }
 
@@ -168,12 +170,22 @@ class CompressedBench {
   nlohmann::json record(const Result& r, std::size_t rows, std::size_t cols, double best_plain) const {
     const std::size_t bytes = rows * cols * sizeof(float);
     const bool plain = r.variant == "plain";
-    nlohmann::json j = {{"coll", plain ? "all_reduce" : "compressed_all_reduce"}, {"algo", name_of(r.algo)},
-                        {"backend", Transport::name}, {"ranks", comm_.transport(run_.scope).size()},
-                        {"scope", name_of(run_.scope)}, {"bytes", bytes}, {"count", rows * cols},
-                        {"dtype", "float"}, {"op", plain ? "sum" : "avg"}, {"inplace", false},
-                        {"time_us", r.time_us}, {"algbw_gbps", algbw(bytes, r.time_us)},
-                        {"rows", rows}, {"cols", cols}, {"wire_bytes", r.wire_bytes}, {"rel_error", r.rel_error},
+    nlohmann::json j = {{"coll", plain ? "all_reduce" : "compressed_all_reduce"},
+                        {"algo", name_of(r.algo)},
+                        {"backend", Transport::name},
+                        {"ranks", comm_.transport(run_.scope).size()},
+                        {"scope", name_of(run_.scope)},
+                        {"bytes", bytes},
+                        {"count", rows * cols},
+                        {"dtype", "float"},
+                        {"op", plain ? "sum" : "avg"},
+                        {"inplace", false},
+                        {"time_us", r.time_us},
+                        {"algbw_gbps", algbw(bytes, r.time_us)},
+                        {"rows", rows},
+                        {"cols", cols},
+                        {"wire_bytes", r.wire_bytes},
+                        {"rel_error", r.rel_error},
                         {"speedup_vs_best_plain", r.time_us > 0 ? best_plain / r.time_us : 0.0}};
     if (!plain) {
       j["ratio"] = run_.options.ratio;

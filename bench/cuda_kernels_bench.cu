@@ -58,8 +58,10 @@ int main(int argc, char** argv) {
   std::size_t max_bytes = std::size_t{1} << 30;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
-    else if (arg == "--max-bytes" && i + 1 < argc) max_bytes = paro::env::parse_bytes(argv[++i], "--max-bytes");
+    if (arg == "--json" && i + 1 < argc)
+      json_path = argv[++i];
+    else if (arg == "--max-bytes" && i + 1 < argc)
+      max_bytes = paro::env::parse_bytes(argv[++i], "--max-bytes");
     else {
       std::fprintf(stderr, "usage: paro-cuda-kernels-bench [--json FILE] [--max-bytes BYTES]\n");
       return 2;

@@ -31,8 +31,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <stdexcept>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -76,7 +76,7 @@ struct Settings {
   std::string calibrate_path;  // --calibrate
   // compressed_all_reduce
   int ratio = 32;
-  std::string shape;            // ROWSxCOLS; else -b..-e as rows of 1024 columns
+  std::string shape;             // ROWSxCOLS; else -b..-e as rows of 1024 columns
   std::string block_cols = "0";  // variants, comma-separated; 0 = the full projection
   std::string projection = "gaussian";
   bool no_error_feedback = false;
@@ -118,7 +118,11 @@ template <class Transport>
 class Bench {
  public:
   Bench(paro::Communicator<Transport>& comm, const Settings& s, Collective coll, std::vector<Algorithm> algos)
-      : comm_(comm), s_(s), coll_(coll), algos_(std::move(algos)), scope_(paro::parse_scope(s.scope)),
+      : comm_(comm),
+        s_(s),
+        coll_(coll),
+        algos_(std::move(algos)),
+        scope_(paro::parse_scope(s.scope)),
         t_(comm.transport(scope_)) {}
 
   // Returns the number of wrong elements over all ranks, sizes and algorithms. Algorithms are measured
@@ -180,17 +184,23 @@ class Bench {
         std::vector<paro::paced::TraceEvent> mine = paro::paced::TraceLog::process().take_rank(comm_.rank());
         const std::vector<paro::paced::TraceEvent> all = gather_events(mine);
         if (comm_.rank() != 0) continue;
-        const std::string label = paro::detail::concat(paro::name_of(coll_), " ", paro::name_of(algo), " ",
-                                                       bytes, " B");
+        const std::string label =
+            paro::detail::concat(paro::name_of(coll_), " ", paro::name_of(algo), " ", bytes, " B");
         events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", process}, {"args", {{"name", label}}}});
         for (int r = 0; r < comm_.size(); ++r)
           for (int level = 0; level < 2; ++level)
-            events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", process}, {"tid", 2 * r + level},
+            events.push_back({{"ph", "M"},
+                              {"name", "thread_name"},
+                              {"pid", process},
+                              {"tid", 2 * r + level},
                               {"args", {{"name", paro::detail::concat("rank ", r, level ? " inter" : " intra")}}}});
         for (const auto& e : all)
-          events.push_back({{"ph", "X"}, {"pid", process}, {"tid", 2 * e.rank + (e.inter ? 1 : 0)},
+          events.push_back({{"ph", "X"},
+                            {"pid", process},
+                            {"tid", 2 * e.rank + (e.inter ? 1 : 0)},
                             {"name", paro::detail::concat(e.inter ? "inter " : "intra ", e.bytes, " B to ", e.peer)},
-                            {"ts", (e.start_ns - start) / 1e3}, {"dur", (e.end_ns - e.start_ns) / 1e3},
+                            {"ts", (e.start_ns - start) / 1e3},
+                            {"dur", (e.end_ns - e.start_ns) / 1e3},
                             {"args", {{"level", e.inter ? "inter" : "intra"}, {"peer", e.peer}, {"bytes", e.bytes}}}});
         ++process;
       }
@@ -198,15 +208,19 @@ class Bench {
 
   void parse_lists() {
     for (const auto& d : split_list(s_.dtypes))
-      if (d == "all") dtypes_.assign(std::begin(paro::all_data_types), std::end(paro::all_data_types));
-      else dtypes_.push_back(paro::parse_data_type(d));
+      if (d == "all")
+        dtypes_.assign(std::begin(paro::all_data_types), std::end(paro::all_data_types));
+      else
+        dtypes_.push_back(paro::parse_data_type(d));
     if (coll_ == Collective::all_gather) {
       ops_ = {ReduceOp::sum};
       return;
     }
     for (const auto& o : split_list(s_.ops))
-      if (o == "all") ops_.assign(std::begin(paro::all_reduce_ops), std::end(paro::all_reduce_ops));
-      else ops_.push_back(paro::parse_reduce_op(o));
+      if (o == "all")
+        ops_.assign(std::begin(paro::all_reduce_ops), std::end(paro::all_reduce_ops));
+      else
+        ops_.push_back(paro::parse_reduce_op(o));
   }
 
  private:
@@ -221,7 +235,8 @@ class Bench {
 
   // Sizes from -b to -e by factor -f, each rounded down to a whole number of elements per rank.
   std::vector<std::size_t> sizes(DataType dt) const {
-    const std::size_t unit = paro::size_of(dt) * static_cast<std::size_t>(coll_ == Collective::all_reduce ? 1 : t_.size());
+    const std::size_t unit =
+        paro::size_of(dt) * static_cast<std::size_t>(coll_ == Collective::all_reduce ? 1 : t_.size());
     return paro::testing::size_sweep(min_bytes(s_), max_bytes(s_), s_.factor, unit);
   }
 
@@ -266,7 +281,8 @@ class Bench {
     Row row{bytes, total, dt, op, {0, 0}, {0, 0}};
     // In the backend's memory space; inputs are made on the host and staged there. Under a simulator that
     // models only time, large buffers hold no data (transport.hpp).
-    auto send = t_.allocate(shape.in * esize), recv = t_.allocate(shape.out * esize), shared = t_.allocate(shape.full * esize);
+    auto send = t_.allocate(shape.in * esize), recv = t_.allocate(shape.out * esize),
+         shared = t_.allocate(shape.full * esize);
     const bool fill = !paro::detail::simulated_data(shape.in * esize);
     std::vector<char> inputs(fill ? shape.in * esize : 0);
     if (fill) {
@@ -292,10 +308,9 @@ class Bench {
       const double end = paro::clock::now_us();
       // With one clock for all ranks (a simulation), the makespan from the (common) start to the last end.
       // Otherwise nccl-tests' convention, the mean over ranks of their own times.
-      const double us = paro::clock::is_global
-                            ? paro::reduce_over_ranks(comm_, end, ReduceOp::max) +
-                                  paro::reduce_over_ranks(comm_, -start, ReduceOp::max)
-                            : paro::mean_over_ranks(comm_, end - start);
+      const double us = paro::clock::is_global ? paro::reduce_over_ranks(comm_, end, ReduceOp::max) +
+                                                     paro::reduce_over_ranks(comm_, -start, ReduceOp::max)
+                                               : paro::mean_over_ranks(comm_, end - start);
       row.time_us[placement] = us / std::max(1, s_.iters);
     }
     return row;
@@ -331,8 +346,9 @@ class Bench {
     const double at = paro::reduce_over_ranks(comm_, paro::clock::now_us(), ReduceOp::max) + margin_us;
     paro::clock::sleep_until_us(at);
     const double late_us = paro::clock::now_us() - at;
-    if (late_us > 1) throw std::runtime_error("rank " + std::to_string(t_.rank()) + " started " + std::to_string(late_us) +
-                                                  " us after the common start: raise start_together's margin");
+    if (late_us > 1)
+      throw std::runtime_error("rank " + std::to_string(t_.rank()) + " started " + std::to_string(late_us) +
+                               " us after the common start: raise start_together's margin");
   }
 #else
   void start_together() {}
@@ -369,9 +385,11 @@ class Bench {
 
   // Per size: the lower bound, the automatic pick, and each algorithm's time over the bound.
   void print_bounds(const std::vector<std::vector<Row>>& rows) const {
-    std::printf("#\n# lower bound (links: %s) and automatic's pick (model: %s);\n# each algorithm's time / bound "
-                "(out-of-place)\n# %10s  %8s  %6s  %10s  %9s", comm_.cost_model().bound_links().source.c_str(),
-                comm_.cost_model().links().source.c_str(), "size", "type", "redop", "bound(us)", "auto_pick");
+    std::printf(
+        "#\n# lower bound (links: %s) and automatic's pick (model: %s);\n# each algorithm's time / bound "
+        "(out-of-place)\n# %10s  %8s  %6s  %10s  %9s",
+        comm_.cost_model().bound_links().source.c_str(), comm_.cost_model().links().source.c_str(), "size", "type",
+        "redop", "bound(us)", "auto_pick");
     for (Algorithm a : algos_) std::printf("  %9s", paro::name_of(a));
     std::printf("\n");
     for (std::size_t i = 0; i < rows[0].size(); ++i) {
@@ -380,19 +398,27 @@ class Bench {
       std::printf("  %10zu  %8s  %6s  %10.1f  %9s", row.bytes, paro::name_of(row.dt),
                   coll_ == Collective::all_gather ? "none" : paro::name_of(row.op), bound,
                   paro::name_of(comm_.resolve(coll_, row.bytes, Algorithm::automatic, scope_)));
-      for (std::size_t a = 0; a < algos_.size(); ++a) std::printf("  %9.2f", bound > 0 ? rows[a][i].time_us[0] / bound : 0.0);
+      for (std::size_t a = 0; a < algos_.size(); ++a)
+        std::printf("  %9.2f", bound > 0 ? rows[a][i].time_us[0] / bound : 0.0);
       std::printf("\n");
     }
   }
 
   nlohmann::json record(Algorithm algo, const Row& row, int p) const {
     const bool in_place = p == 1;
-    nlohmann::json j = {{"coll", paro::name_of(coll_)}, {"algo", paro::name_of(algo)},
-                        {"backend", Transport::name}, {"ranks", t_.size()}, {"scope", paro::name_of(scope_)},
-                        {"bytes", row.bytes}, {"count", row.count},
-                        {"dtype", paro::name_of(row.dt)}, {"op", coll_ == Collective::all_gather ? "none" : paro::name_of(row.op)},
-                        {"inplace", in_place}, {"time_us", row.time_us[p]},
-                        {"algbw_gbps", algbw(row, p)}, {"busbw_gbps", busbw(row, p)},
+    nlohmann::json j = {{"coll", paro::name_of(coll_)},
+                        {"algo", paro::name_of(algo)},
+                        {"backend", Transport::name},
+                        {"ranks", t_.size()},
+                        {"scope", paro::name_of(scope_)},
+                        {"bytes", row.bytes},
+                        {"count", row.count},
+                        {"dtype", paro::name_of(row.dt)},
+                        {"op", coll_ == Collective::all_gather ? "none" : paro::name_of(row.op)},
+                        {"inplace", in_place},
+                        {"time_us", row.time_us[p]},
+                        {"algbw_gbps", algbw(row, p)},
+                        {"busbw_gbps", busbw(row, p)},
                         {"wrong", row.wrong[p]}};
     if (algo == Algorithm::automatic) j["picked"] = paro::name_of(comm_.resolve(coll_, row.bytes, algo, scope_));
     j["bound_us"] = comm_.lower_bound_us(coll_, row.bytes, scope_);
@@ -405,10 +431,11 @@ class Bench {
   void print_preamble() const {
     char host[256] = "unknown";
     gethostname(host, sizeof host - 1);
-    std::printf("# paro-bench %s backend %s nRanks %d minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d "
-                "iters: %d validation: %d\n#\n# Using ranks\n",
-                paro::name_of(coll_), Transport::name, t_.size(), min_bytes(s_), max_bytes(s_), s_.factor, s_.warmup,
-                s_.iters, s_.check);
+    std::printf(
+        "# paro-bench %s backend %s nRanks %d minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d "
+        "iters: %d validation: %d\n#\n# Using ranks\n",
+        paro::name_of(coll_), Transport::name, t_.size(), min_bytes(s_), max_bytes(s_), s_.factor, s_.warmup, s_.iters,
+        s_.check);
     std::printf("#  Rank %2d Pid %6d on %10s backend %s (%d ranks)\n", 0, static_cast<int>(getpid()), host,
                 Transport::name, comm_.size());
     const paro::Topology& topo = comm_.topology();
@@ -437,9 +464,12 @@ class Bench {
 
   static std::string format_time(double us) {
     char buf[32];
-    if (us >= 1e6) std::snprintf(buf, sizeof buf, "%.2e", us);
-    else if (us >= 1e4) std::snprintf(buf, sizeof buf, "%7.0f", us);
-    else std::snprintf(buf, sizeof buf, "%7.2f", us);
+    if (us >= 1e6)
+      std::snprintf(buf, sizeof buf, "%.2e", us);
+    else if (us >= 1e4)
+      std::snprintf(buf, sizeof buf, "%7.0f", us);
+    else
+      std::snprintf(buf, sizeof buf, "%7.2f", us);
     return buf;
   }
 };
@@ -447,8 +477,10 @@ class Bench {
 std::vector<Collective> collectives(const std::string& list) {
   std::vector<Collective> out;
   for (const auto& c : split_list(list))
-    if (c == "all") out.insert(out.end(), {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter});
-    else if (c != compressed_name) out.push_back(paro::parse_collective(c));
+    if (c == "all")
+      out.insert(out.end(), {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter});
+    else if (c != compressed_name)
+      out.push_back(paro::parse_collective(c));
   return out;
 }
 
@@ -478,7 +510,8 @@ void run_compressed(paro::Communicator<Transport>& comm, const Settings& s, nloh
     paro::detail::require(x != std::string::npos, "--shape '", s.shape, "': use ROWSxCOLS, e.g. 16384x1024");
     run.shapes.emplace_back(paro::env::parse_bytes(s.shape.substr(0, x), "--shape rows"),
                             paro::env::parse_bytes(s.shape.substr(x + 1), "--shape cols"));
-    paro::detail::require(run.shapes.back().first > 0 && run.shapes.back().second > 0, "--shape: rows and cols must be >= 1");
+    paro::detail::require(run.shapes.back().first > 0 && run.shapes.back().second > 0,
+                          "--shape: rows and cols must be >= 1");
   } else {
     for (std::size_t bytes : paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor))
       run.shapes.emplace_back(std::max<std::size_t>(1, bytes / 4096), 1024);
@@ -495,8 +528,9 @@ void run_compressed(paro::Communicator<Transport>& comm, const Settings& s, nloh
   paro::bench::CompressedBench<Transport>(comm, run, algorithms_of(comm, s, Collective::all_reduce)).run(records);
 #else
   (void)comm, (void)s, (void)records;
-  throw paro::UsageError("--coll compressed_all_reduce: this paro-bench was built without the compression component "
-                    "(BLAS and Random123)");
+  throw paro::UsageError(
+      "--coll compressed_all_reduce: this paro-bench was built without the compression component "
+      "(BLAS and Random123)");
 #endif
 }
 
@@ -572,36 +606,72 @@ int main(int argc, char** argv) {
   CLI::App app{"paro-bench: nccl-tests-style bandwidth tables for paro's collectives"};
   app.add_option("-b,--minbytes", s.min_bytes, "smallest size (bytes, K/M/G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", s.max_bytes, "largest size")->capture_default_str();
-  app.add_option("-f,--stepfactor", s.factor, "size multiplier between rows")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("-f,--stepfactor", s.factor, "size multiplier between rows")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("-n,--iters", s.iters, "timed iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("-w,--warmup_iters", s.warmup, "warm-up iterations")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-w,--warmup_iters", s.warmup, "warm-up iterations")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("-c,--check", s.check, "check results exactly (0/1)")->capture_default_str()->check(CLI::Range(0, 1));
-  app.add_option("--placement", s.placement, "out (of place), in (place) or both")->capture_default_str()->check(CLI::IsMember({"out", "in", "both"}));
+  app.add_option("--placement", s.placement, "out (of place), in (place) or both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"out", "in", "both"}));
   app.add_option("-d,--datatype", s.dtypes, "types, comma-separated, or all")->capture_default_str();
   app.add_option("-o,--op", s.ops, "reduction ops, comma-separated, or all")->capture_default_str();
-  app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
 #ifdef PARO_HAVE_CUDA
-  app.add_option("--backend", s.backend, "threads, mpi or nccl")->capture_default_str()->check(CLI::IsMember({"threads", "mpi", "nccl"}));
-  app.add_option("--device", s.device, "threads backend: buffers in host or cuda (device) memory")->capture_default_str()->check(CLI::IsMember({"host", "cuda"}));
+  app.add_option("--backend", s.backend, "threads, mpi or nccl")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"threads", "mpi", "nccl"}));
+  app.add_option("--device", s.device, "threads backend: buffers in host or cuda (device) memory")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"host", "cuda"}));
 #else
-  app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str()->check(CLI::IsMember({"threads", "mpi"}));
+  app.add_option("--backend", s.backend, "threads or mpi")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"threads", "mpi"}));
 #endif
-  app.add_option("--coll", s.coll, "all_reduce, all_gather, reduce_scatter, compressed_all_reduce, comma-separated, or all (the first three)")->capture_default_str();
+  app.add_option(
+         "--coll", s.coll,
+         "all_reduce, all_gather, reduce_scatter, compressed_all_reduce, comma-separated, or all (the first three)")
+      ->capture_default_str();
   app.add_option("--algo", s.algos,
                  "algorithms, comma-separated (" + paro::algorithms::BuiltinAlgorithms::names() + "), or all")
       ->capture_default_str();
-  app.add_option("--trace", s.trace_path, "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of one call per algorithm and size");
-  app.add_option("--calibrate", s.calibrate_path, "measure the cost model's numbers, write them here (for PARO_COST_FILE) and exit");
+  app.add_option("--trace", s.trace_path,
+                 "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of one call per algorithm and size");
+  app.add_option("--calibrate", s.calibrate_path,
+                 "measure the cost model's numbers, write them here (for PARO_COST_FILE) and exit");
   app.add_option("--json", s.json_path, "write one JSON record per (algorithm, size, placement) here");
-  app.add_option("--emulate", s.emulate, "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even");
+  app.add_option("--emulate", s.emulate,
+                 "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even");
   app.add_option("--group", s.group, "grouping: node, switch, pod or a size (default: PARO_GROUP, else node)");
-  app.add_option("--scope", s.scope, "global, intra (my group) or inter (my rail)")->capture_default_str()->check(CLI::IsMember({"global", "intra", "inter"}));
-  app.add_option("--ratio", s.ratio, "compressed_all_reduce: SEPARATE's ratio (columns per projection vector)")->capture_default_str()->check(CLI::Range(2, 1 << 20));
-  app.add_option("--shape", s.shape, "compressed_all_reduce: the gradient as ROWSxCOLS (default: -b..-e as rows of 1024 columns)");
-  app.add_option("--block-cols", s.block_cols, "compressed_all_reduce: projection variants, comma-separated: 0 = full, B = block-diagonal with B columns per block")->capture_default_str();
-  app.add_option("--projection", s.projection, "compressed_all_reduce: gaussian or rademacher")->capture_default_str()->check(CLI::IsMember({"gaussian", "rademacher"}));
-  app.add_option("--separate-chunk", s.separate_chunk, "compressed_all_reduce: bytes per all-reduce piece overlapped with the compute (0: one piece, no overlap)")->capture_default_str();
-  app.add_option("--rounds", s.rounds, "compressed_all_reduce: rounds of -n calls of every variant back to back; the median is reported")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--scope", s.scope, "global, intra (my group) or inter (my rail)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"global", "intra", "inter"}));
+  app.add_option("--ratio", s.ratio, "compressed_all_reduce: SEPARATE's ratio (columns per projection vector)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  app.add_option("--shape", s.shape,
+                 "compressed_all_reduce: the gradient as ROWSxCOLS (default: -b..-e as rows of 1024 columns)");
+  app.add_option("--block-cols", s.block_cols,
+                 "compressed_all_reduce: projection variants, comma-separated: 0 = full, B = block-diagonal with B "
+                 "columns per block")
+      ->capture_default_str();
+  app.add_option("--projection", s.projection, "compressed_all_reduce: gaussian or rademacher")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gaussian", "rademacher"}));
+  app.add_option(
+         "--separate-chunk", s.separate_chunk,
+         "compressed_all_reduce: bytes per all-reduce piece overlapped with the compute (0: one piece, no overlap)")
+      ->capture_default_str();
+  app.add_option("--rounds", s.rounds,
+                 "compressed_all_reduce: rounds of -n calls of every variant back to back; the median is reported")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_flag("--no-error-feedback", s.no_error_feedback, "compressed_all_reduce: without SEPARATE's error feedback");
   CLI11_PARSE(app, argc, argv);
 

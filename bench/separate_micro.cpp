@@ -55,9 +55,11 @@ void Projection(benchmark::State& state) {
       paro::compression::project(s, r.data(), h.data(), cols, rows, p.data(), w);
     const auto t1 = Clock::now();
     if (back)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, p.data(), k, fixed.data(), k, 0.0f, h.data(), n);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, p.data(), k, fixed.data(), k, 0.0f, h.data(),
+                  n);
     else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f, h.data(), n, fixed.data(), k, 0.0f, p.data(), k);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f, h.data(), n, fixed.data(), k, 0.0f,
+                  p.data(), k);
     const auto t2 = Clock::now();
     separate_s += seconds(t0, t1);
     sgemm_s += seconds(t1, t2);

@@ -30,7 +30,11 @@ nlohmann::json as_json(const paro::Topology& t, const paro::Groups& g, const par
   j["ranks"] = nlohmann::json::array();
   for (int r = 0; r < t.size(); ++r) {
     const auto& p = t.ranks[static_cast<std::size_t>(r)];
-    j["ranks"].push_back({{"rank", r}, {"pod", p.pod}, {"switch", p.switch_name}, {"node", p.node}, {"local", p.local},
+    j["ranks"].push_back({{"rank", r},
+                          {"pod", p.pod},
+                          {"switch", p.switch_name},
+                          {"node", p.node},
+                          {"local", p.local},
                           {"group", g.group_of[static_cast<std::size_t>(r)]}});
   }
   j["levels"] = nlohmann::json::array();
@@ -40,7 +44,8 @@ nlohmann::json as_json(const paro::Topology& t, const paro::Groups& g, const par
   j["rails"] = g.rails;
   j["sources"] = t.sources;
   j["links"] = nlohmann::json::object();
-  for (auto& [level, link] : t.links) j["links"][paro::name_of(level)] = {{"gbps", link.gbps}, {"latency_us", link.latency_us}};
+  for (auto& [level, link] : t.links)
+    j["links"][paro::name_of(level)] = {{"gbps", link.gbps}, {"latency_us", link.latency_us}};
   return j;
 }
 
@@ -78,8 +83,10 @@ void print_tree(const paro::Topology& t, const paro::Groups& g, const paro::Grou
 template <class Transport>
 void report(paro::Communicator<Transport>& comm, bool json) {
   if (comm.rank() != 0) return;
-  if (json) std::printf("%s\n", as_json(comm.topology(), comm.groups(), comm.grouping()).dump(1).c_str());
-  else print_tree(comm.topology(), comm.groups(), comm.grouping(), Transport::name);
+  if (json)
+    std::printf("%s\n", as_json(comm.topology(), comm.groups(), comm.grouping()).dump(1).c_str());
+  else
+    print_tree(comm.topology(), comm.groups(), comm.grouping(), Transport::name);
   std::fflush(stdout);
 }
 
@@ -90,8 +97,11 @@ int main(int argc, char** argv) {
   int ranks = 0;
   bool json = false;
   CLI::App app{"paro-topo: the discovered cluster tree, groups and rails"};
-  app.add_option("--backend", backend, "threads or mpi")->check(CLI::IsMember({"threads", "mpi"}))->capture_default_str();
-  app.add_option("-t,--nthreads", ranks, "thread ranks (default: what PARO_EMULATE describes, else 8)")->check(CLI::Range(1, 4096));
+  app.add_option("--backend", backend, "threads or mpi")
+      ->check(CLI::IsMember({"threads", "mpi"}))
+      ->capture_default_str();
+  app.add_option("-t,--nthreads", ranks, "thread ranks (default: what PARO_EMULATE describes, else 8)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--group", group, "node, switch, pod or a size (default: PARO_GROUP, else node)");
   app.add_flag("--json", json, "print JSON instead of the tree");
   CLI11_PARSE(app, argc, argv);

@@ -103,7 +103,7 @@ struct RunResult {
   paro::dp::Footprint held, model_held;
   paro::dp::Traffic sent, model_sent;  // per step
   bool traffic_modelled = true;
-  double wire_bytes = 0;               // SEPARATE: per step
+  double wire_bytes = 0;  // SEPARATE: per step
   std::vector<float> final_params;
 };
 
@@ -173,7 +173,8 @@ class Trainer {
   // parameters bit for bit.
   template <class Engine>
   double micro_step_loss(Engine& engine, const std::vector<std::size_t>& starts) {
-    if (!s_.verify) return model_.loss(engine.trainable_params(), engine.frozen_params(), corpus_, starts, engine.gradients());
+    if (!s_.verify)
+      return model_.loss(engine.trainable_params(), engine.frozen_params(), corpus_, starts, engine.gradients());
     exact_.assign(engine.sizes().trainable, 0.0f);
     const double loss = model_.loss(engine.trainable_params(), engine.frozen_params(), corpus_, starts, exact_.data());
     constexpr float grid = 65536.0f;
@@ -181,8 +182,9 @@ class Trainer {
     float* grads = engine.gradients();
     for (std::size_t i = 0; i < exact_.size(); ++i) {
       const float g = std::nearbyint(exact_[i] * grid) / grid;
-      paro::detail::require(std::fabs(g) < bound, "--verify: gradient ", g, " at ", i, " is too large to sum exactly over ",
-                            comm_.size(), " ranks x ", s_.accumulation, " micro-steps");
+      paro::detail::require(std::fabs(g) < bound, "--verify: gradient ", g, " at ", i,
+                            " is too large to sum exactly over ", comm_.size(), " ranks x ", s_.accumulation,
+                            " micro-steps");
       grads[i] += g;
     }
     return loss;
@@ -193,8 +195,11 @@ class Trainer {
     const auto n = static_cast<std::uint64_t>(comm_.size());
     for (std::size_t b = 0; b < starts.size(); ++b) {
       const std::uint64_t index = ((static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(s_.accumulation) +
-                                    static_cast<std::uint64_t>(micro)) * n + static_cast<std::uint64_t>(comm_.rank())) *
-                                      static_cast<std::uint64_t>(s_.batch) + b;
+                                    static_cast<std::uint64_t>(micro)) *
+                                       n +
+                                   static_cast<std::uint64_t>(comm_.rank())) *
+                                      static_cast<std::uint64_t>(s_.batch) +
+                                  b;
       starts[b] = corpus_.training_start(index, paro::train::CharMlp::context);
     }
     return starts;
@@ -202,9 +207,11 @@ class Trainer {
 
   // The held-out text, 4096 windows split over the ranks.
   double validation_loss(const float* trainable, const float* frozen) {
-    const std::size_t windows = 4096, n = static_cast<std::size_t>(comm_.size()), me = static_cast<std::size_t>(comm_.rank());
+    const std::size_t windows = 4096, n = static_cast<std::size_t>(comm_.size()),
+                      me = static_cast<std::size_t>(comm_.rank());
     std::vector<std::size_t> starts;
-    for (std::size_t i = me; i < windows; i += n) starts.push_back(corpus_.validation_start(i, windows, paro::train::CharMlp::context));
+    for (std::size_t i = me; i < windows; i += n)
+      starts.push_back(corpus_.validation_start(i, windows, paro::train::CharMlp::context));
     double sums[2] = {model_.loss(trainable, frozen, corpus_, starts, nullptr) * static_cast<double>(starts.size()),
                       static_cast<double>(starts.size())};
     comm_.all_reduce(sums, sums, 2, paro::ReduceOp::sum, {paro::Algorithm::tree});
@@ -222,7 +229,9 @@ class Trainer {
     o.block_cols = s_.block_cols;
     o.min_elements = s_.min_elements;
     auto sep = std::make_unique<paro::compression::Separate>(o);
-    struct Piece { std::size_t id, offset; };
+    struct Piece {
+      std::size_t id, offset;
+    };
     auto pieces = std::make_shared<std::vector<Piece>>();
     for (const auto& t : model_.tensors())
       if (t.trainable) pieces->push_back({sep->add(t.name, t.rows, t.cols, paro::DataType::f32), t.offset});
@@ -249,16 +258,18 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
   const std::vector<Strategy> strategies =
       s.strategy == "all" ? Strategy::all_valid() : std::vector<Strategy>{Strategy::parse(s.strategy)};
   if (root) {
-    std::printf("# paro-train: %d ranks (%s), groups of %d; model %zu parameters (%zu trainable: %s); corpus %zu "
-                "characters; batch %d per rank x %d micro-steps; Adam lr %g; %s\n",
-                comm.size(), Transport::name, comm.transport(paro::Scope::intra).size(),
-                trainer.model().trainable_count() + trainer.model().frozen_count(), trainer.model().trainable_count(),
-                s.trainable.c_str(), corpus.size(), s.batch, s.accumulation, static_cast<double>(s.lr),
-                s.compress == "separate"
-                    ? paro::detail::concat("SEPARATE ratio ", s.ratio,
-                                           s.no_error_feedback ? " without error feedback" : " error rule " + s.error_rule,
-                                           s.adaptive ? " adaptive" : "", s.block_cols ? " block-diagonal" : "").c_str()
-                    : "uncompressed");
+    std::printf(
+        "# paro-train: %d ranks (%s), groups of %d; model %zu parameters (%zu trainable: %s); corpus %zu "
+        "characters; batch %d per rank x %d micro-steps; Adam lr %g; %s\n",
+        comm.size(), Transport::name, comm.transport(paro::Scope::intra).size(),
+        trainer.model().trainable_count() + trainer.model().frozen_count(), trainer.model().trainable_count(),
+        s.trainable.c_str(), corpus.size(), s.batch, s.accumulation, static_cast<double>(s.lr),
+        s.compress == "separate"
+            ? paro::detail::concat("SEPARATE ratio ", s.ratio,
+                                   s.no_error_feedback ? " without error feedback" : " error rule " + s.error_rule,
+                                   s.adaptive ? " adaptive" : "", s.block_cols ? " block-diagonal" : "")
+                  .c_str()
+            : "uncompressed");
   }
   bool mismatch = false;
   std::vector<float> reference;
@@ -271,12 +282,14 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
                          r.held.optimizer == r.model_held.optimizer &&
                          r.held.gathered_params == r.model_held.gathered_params &&
                          r.held.full_grads == r.model_held.full_grads;
-    const bool sent_ok = !r.traffic_modelled ||
-                         (r.sent.intra == r.model_sent.intra && r.sent.inter == r.model_sent.inter);
+    const bool sent_ok =
+        !r.traffic_modelled || (r.sent.intra == r.model_sent.intra && r.sent.inter == r.model_sent.inter);
     const bool bytes_ok = !paro::any_rank(comm, !(held_ok && sent_ok));
     double diff = 0;
-    if (reference.empty()) reference = r.final_params;
-    else diff = paro::testing::relative_difference(r.final_params, reference);
+    if (reference.empty())
+      reference = r.final_params;
+    else
+      diff = paro::testing::relative_difference(r.final_params, reference);
     diff = paro::reduce_over_ranks(comm, std::max(diff, 0.0), paro::ReduceOp::max);
     if (s.verify && (!bytes_ok || diff != 0)) mismatch = true;
     if (root) {
@@ -290,15 +303,29 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
                   pair(r.sent.inter, r.model_sent.inter, r.traffic_modelled).c_str(), r.step_ms,
                   bytes_ok ? "yes" : "NO");
       std::fflush(stdout);
-      nlohmann::json j = {{"strategy", st.name()}, {"ranks", comm.size()}, {"group", comm.transport(paro::Scope::intra).size()},
-                          {"steps", s.steps}, {"accumulation", s.accumulation}, {"batch", s.batch}, {"lr", s.lr},
-                          {"trainable", s.trainable}, {"compress", s.compress}, {"losses", r.losses},
-                          {"validation_loss", r.validation}, {"step_ms", r.step_ms}, {"relative_difference_to_nnn", diff},
-                          {"held_bytes", {{"params", r.held.params}, {"grads", r.held.grads}, {"optimizer", r.held.optimizer},
-                                          {"gathered_params", r.held.gathered_params}, {"full_grads", r.held.full_grads}}},
+      nlohmann::json j = {{"strategy", st.name()},
+                          {"ranks", comm.size()},
+                          {"group", comm.transport(paro::Scope::intra).size()},
+                          {"steps", s.steps},
+                          {"accumulation", s.accumulation},
+                          {"batch", s.batch},
+                          {"lr", s.lr},
+                          {"trainable", s.trainable},
+                          {"compress", s.compress},
+                          {"losses", r.losses},
+                          {"validation_loss", r.validation},
+                          {"step_ms", r.step_ms},
+                          {"relative_difference_to_nnn", diff},
+                          {"held_bytes",
+                           {{"params", r.held.params},
+                            {"grads", r.held.grads},
+                            {"optimizer", r.held.optimizer},
+                            {"gathered_params", r.held.gathered_params},
+                            {"full_grads", r.held.full_grads}}},
                           {"sent_bytes_per_step", {{"intra", r.sent.intra}, {"inter", r.sent.inter}}},
                           {"bytes_match_model", bytes_ok}};
-      if (r.traffic_modelled) j["model_sent_bytes_per_step"] = {{"intra", r.model_sent.intra}, {"inter", r.model_sent.inter}};
+      if (r.traffic_modelled)
+        j["model_sent_bytes_per_step"] = {{"intra", r.model_sent.intra}, {"inter", r.model_sent.inter}};
       if (s.compress == "separate") {
         j["ratio"] = s.ratio;
         j["error_feedback"] = !s.no_error_feedback;
@@ -311,9 +338,10 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
     }
   }
   if (root) {
-    std::printf("# held: peak bytes per rank (parameters, gradients, Adam states, and the gathered parameters and full "
-                "gradients of a micro-step); B/step: bytes this rank sent per step inside its group and between groups; "
-                "vs NNN: max|p - p_NNN| / max|p_NNN| of the trainable parameters\n");
+    std::printf(
+        "# held: peak bytes per rank (parameters, gradients, Adam states, and the gathered parameters and full "
+        "gradients of a micro-step); B/step: bytes this rank sent per step inside its group and between groups; "
+        "vs NNN: max|p - p_NNN| / max|p_NNN| of the trainable parameters\n");
     if (s.verify) std::printf("# verify: %s\n", mismatch ? "MISMATCH" : "every strategy matches NNN and the model");
   }
   return mismatch ? 1 : 0;
@@ -324,30 +352,48 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
 int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"paro-train: data-parallel training with PaRO-DP strategies on paro's collectives"};
-  app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str()->check(CLI::IsMember({"threads", "mpi"}));
-  app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")->capture_default_str()->check(CLI::Range(1, 256));
-  app.add_option("--emulate", s.emulate,
-                 "emulated cluster (PARO_EMULATE form); groups are its nodes (threads default nodes=2 when -t is even)");
-  app.add_option("--strategy", s.strategy, "p g os letters (N, I, G; e.g. NIG), a ZeRO stage 0-3, or all")->capture_default_str();
-  app.add_option("--config", s.config, "DeepSpeed-style JSON: zero_optimization.{paro_strategy|stage}, gradient_accumulation_steps, train_micro_batch_size_per_gpu, optimizer.params.lr");
+  app.add_option("--backend", s.backend, "threads or mpi")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"threads", "mpi"}));
+  app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option(
+      "--emulate", s.emulate,
+      "emulated cluster (PARO_EMULATE form); groups are its nodes (threads default nodes=2 when -t is even)");
+  app.add_option("--strategy", s.strategy, "p g os letters (N, I, G; e.g. NIG), a ZeRO stage 0-3, or all")
+      ->capture_default_str();
+  app.add_option("--config", s.config,
+                 "DeepSpeed-style JSON: zero_optimization.{paro_strategy|stage}, gradient_accumulation_steps, "
+                 "train_micro_batch_size_per_gpu, optimizer.params.lr");
   app.add_option("--accum", s.accumulation, "micro-steps per step")->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_option("--batch", s.batch, "samples per rank and micro-step")->capture_default_str()->check(CLI::Range(1, 65536));
+  app.add_option("--batch", s.batch, "samples per rank and micro-step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
   app.add_option("--steps", s.steps, "optimizer steps")->capture_default_str()->check(CLI::Range(1, 1000000));
   app.add_option("--lr", s.lr, "Adam's learning rate")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--seed", s.seed, "initial parameters")->capture_default_str();
-  app.add_option("--trainable", s.trainable, "all, or some of emb,fc1,fc2,head (the others frozen)")->capture_default_str();
+  app.add_option("--trainable", s.trainable, "all, or some of emb,fc1,fc2,head (the others frozen)")
+      ->capture_default_str();
   app.add_option("--corpus", s.corpus, "a text file or folder (default: Debian's fortunes)")->capture_default_str();
-  app.add_option("--compress", s.compress, "none, or separate: gradient synchronisation through SEPARATE (g = N strategies)")
-      ->capture_default_str()->check(CLI::IsMember({"none", "separate"}));
+  app.add_option("--compress", s.compress,
+                 "none, or separate: gradient synchronisation through SEPARATE (g = N strategies)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "separate"}));
   app.add_option("--ratio", s.ratio, "SEPARATE's ratio")->capture_default_str()->check(CLI::Range(2, 4096));
   app.add_flag("--no-error-feedback", s.no_error_feedback, "SEPARATE without error feedback");
   app.add_flag("--adaptive", s.adaptive, "G-SEPARATE");
-  app.add_option("--error-rule", s.error_rule, "SEPARATE's error update: seed ((1-b)e + b(h-h~), as written) or smoothed (b e + (1-b)(h-h~))")
-      ->capture_default_str()->check(CLI::IsMember({"seed", "smoothed"}));
+  app.add_option("--error-rule", s.error_rule,
+                 "SEPARATE's error update: seed ((1-b)e + b(h-h~), as written) or smoothed (b e + (1-b)(h-h~))")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"seed", "smoothed"}));
   app.add_option("--block-cols", s.block_cols, "SEPARATE's block-diagonal projection (0: full)")->capture_default_str();
   app.add_option("--min-elements", s.min_elements, "SEPARATE: smaller tensors go uncompressed")->capture_default_str();
-  app.add_flag("--verify", s.verify, "exit 1 unless every strategy ends bitwise equal to NNN (gradients on an exactly summable grid) and measured bytes equal the model's");
-  app.add_option("--log-every", s.log_every, "print the loss every this many steps (0: only the table)")->capture_default_str();
+  app.add_flag("--verify", s.verify,
+               "exit 1 unless every strategy ends bitwise equal to NNN (gradients on an exactly summable grid) and "
+               "measured bytes equal the model's");
+  app.add_option("--log-every", s.log_every, "print the loss every this many steps (0: only the table)")
+      ->capture_default_str();
   app.add_option("--json", s.json_path, "one record per strategy: losses, bytes, time");
   CLI11_PARSE(app, argc, argv);
 
@@ -363,9 +409,8 @@ int main(int argc, char** argv) {
     o.program = "paro-train";
     o.argc = &argc;
     o.argv = &argv;
-    return paro::testing::launch_tool(o, s.json_path, [&](auto& comm, nlohmann::json& records) {
-      return train(comm, s, records);
-    });
+    return paro::testing::launch_tool(o, s.json_path,
+                                      [&](auto& comm, nlohmann::json& records) { return train(comm, s, records); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paro-train: %s\n", e.what());
     return 2;

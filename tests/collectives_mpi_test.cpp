@@ -8,9 +8,9 @@
 #include <tuple>
 
 #include "paro/testing/collective_check.hpp"
-#include "paro/transport/mpi.hpp"
 #include "paro/testing/dp_check.hpp"
 #include "paro/testing/transport_check.hpp"
+#include "paro/transport/mpi.hpp"
 #include "paro/transport/paced.hpp"
 #ifdef PARO_HAVE_COMPRESSION
 #include "paro/testing/separate_check.hpp"
@@ -48,7 +48,8 @@ TEST_P(MpiCollective, OneMiBPerRankChunked) {
   auto [coll, algo] = GetParam();
   std::vector<std::string> failures;
   for (bool in_place : {false, true}) {
-    auto f = paro::testing::run_case(world(), {coll, algo, paro::DataType::f32, paro::ReduceOp::sum, (1u << 18) + 3, in_place});
+    auto f = paro::testing::run_case(world(),
+                                     {coll, algo, paro::DataType::f32, paro::ReduceOp::sum, (1u << 18) + 3, in_place});
     if (!f.empty()) failures.push_back(f);
   }
   EXPECT_TRUE(failures.empty()) << join(failures);
@@ -58,12 +59,11 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   return std::string(paro::name_of(std::get<0>(info.param))) + "_" + paro::name_of(std::get<1>(info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(Mpi, MpiCollective,
-                         ::testing::Combine(::testing::Values(Collective::all_reduce, Collective::all_gather,
-                                                              Collective::reduce_scatter),
-                                            ::testing::Values(Algorithm::ring, Algorithm::tree, Algorithm::native,
-                                                              Algorithm::automatic)),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(
+    Mpi, MpiCollective,
+    ::testing::Combine(::testing::Values(Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter),
+                       ::testing::Values(Algorithm::ring, Algorithm::tree, Algorithm::native, Algorithm::automatic)),
+    param_name);
 
 TEST(MpiSplit, ParitySubCommunicatorsReduceIndependently) {
   auto& comm = world();
@@ -114,15 +114,16 @@ TEST_P(MpiHierarchical, EveryCollectiveIsExact) {
     for (auto algo : {Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc}) {
       for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 100}, GetParam())) failures.push_back(f);
       for (bool in_place : {false, true}) {  // a MiB per rank: pipeline pieces and chunks
-        auto f = paro::testing::run_case(comm, {coll, algo, paro::DataType::f32, paro::ReduceOp::sum, (1u << 18) + 3,
-                                                in_place, GetParam()});
+        auto f = paro::testing::run_case(
+            comm, {coll, algo, paro::DataType::f32, paro::ReduceOp::sum, (1u << 18) + 3, in_place, GetParam()});
         if (!f.empty()) failures.push_back(f);
       }
     }
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 
-INSTANTIATE_TEST_SUITE_P(Mpi, MpiHierarchical, ::testing::Values(paro::Scope::global, paro::Scope::intra, paro::Scope::inter));
+INSTANTIATE_TEST_SUITE_P(Mpi, MpiHierarchical,
+                         ::testing::Values(paro::Scope::global, paro::Scope::intra, paro::Scope::inter));
 
 // Processes of one machine share the emulated NICs through shared memory.
 TEST(MpiPaced, SharedLinksAcrossProcesses) {
@@ -160,8 +161,7 @@ TEST(MpiDp, EveryStrategyMatchesAndSendsTheModelsBytes) {
   config.discovery.emulate = emulate;
   paro::Communicator comm(PacedMpi::wrap(paro::mpi::Transport::world(), EmulationSpec::parse(emulate), true), config);
   const int me = comm.rank();
-  auto failures =
-      paro::testing::check_strategies(comm, {}, [me] { return paro::testing::take_traced_traffic(me); });
+  auto failures = paro::testing::check_strategies(comm, {}, [me] { return paro::testing::take_traced_traffic(me); });
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 
@@ -202,7 +202,8 @@ TEST(MpiTopology, DiscoveredFromTheLauncher) {
   config.group = paro::GroupSpec::by(paro::Level::switch_);
   MpiComm by_switch(paro::mpi::Transport::world(), config);
   EXPECT_EQ(by_switch.groups().members, (std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
-  auto failures = paro::testing::run_matrix(by_switch, Collective::all_reduce, Algorithm::ring, {1, 100}, paro::Scope::intra);
+  auto failures =
+      paro::testing::run_matrix(by_switch, Collective::all_reduce, Algorithm::ring, {1, 100}, paro::Scope::intra);
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 

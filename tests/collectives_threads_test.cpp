@@ -47,7 +47,8 @@ class ThreadsLargeCollective : public ::testing::TestWithParam<Param> {};
 
 TEST_P(ThreadsLargeCollective, SeveralMiB) {
   auto [coll, algo, n] = GetParam();
-  const std::size_t count = coll == Collective::all_reduce ? (std::size_t{3} << 20) + 5 : (std::size_t{3} << 20) / n + 3;
+  const std::size_t count =
+      coll == Collective::all_reduce ? (std::size_t{3} << 20) + 5 : (std::size_t{3} << 20) / n + 3;
   auto failures = on_threads(n, [&](auto& comm) {
     std::vector<std::string> f;
     for (auto dt : {paro::DataType::f32, paro::DataType::bf16})
@@ -60,12 +61,11 @@ TEST_P(ThreadsLargeCollective, SeveralMiB) {
   EXPECT_TRUE(failures.empty()) << first_lines(failures);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, ThreadsLargeCollective,
-                         ::testing::Combine(::testing::Values(Collective::all_reduce, Collective::all_gather,
-                                                              Collective::reduce_scatter),
-                                            ::testing::Values(Algorithm::ring, Algorithm::tree),
-                                            ::testing::Values(3, 8, 13)),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, ThreadsLargeCollective,
+    ::testing::Combine(::testing::Values(Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter),
+                       ::testing::Values(Algorithm::ring, Algorithm::tree), ::testing::Values(3, 8, 13)),
+    param_name);
 
 // Tiny ring chunks and a short window: many chunks per block, slots reused many times, chunks of
 // different lengths in one block.
@@ -104,7 +104,8 @@ TEST(ThreadsAllReduce, RandomFloatsAgreeAcrossRanks) {
     for (int r = 1; r < n; ++r) EXPECT_EQ(results[0], results[static_cast<std::size_t>(r)]) << "rank " << r;
     for (std::size_t i = 0; i < count; i += 97) {
       double want = 0;
-      for (int r = 0; r < n; ++r) want += static_cast<double>(std::sin(static_cast<float>(i * 31 + static_cast<std::size_t>(r) * 17)) * 1000.0f);
+      for (int r = 0; r < n; ++r)
+        want += static_cast<double>(std::sin(static_cast<float>(i * 31 + static_cast<std::size_t>(r) * 17)) * 1000.0f);
       EXPECT_NEAR(results[0][i], want, 1e-3 + 1e-5 * std::abs(want)) << "element " << i;
     }
   }

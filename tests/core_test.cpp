@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <limits>
 
-#include "paro/algorithms/registry.hpp"
 #include "paro/algorithms/layout.hpp"
+#include "paro/algorithms/registry.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/env.hpp"
 #include "paro/core/half.hpp"
@@ -22,9 +22,13 @@ using paro::f16;
 template <class H>
 bool is_nan_bits(std::uint16_t b);
 template <>
-bool is_nan_bits<f16>(std::uint16_t b) { return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0; }
+bool is_nan_bits<f16>(std::uint16_t b) {
+  return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
+}
 template <>
-bool is_nan_bits<bf16>(std::uint16_t b) { return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0; }
+bool is_nan_bits<bf16>(std::uint16_t b) {
+  return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
+}
 
 template <class H>
 class HalfConversion : public ::testing::Test {};

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/cost_shape.hpp"
+#include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/link_sources.hpp"
 #include "paro/algorithms/registry.hpp"
 #include "paro/topology/emulation.hpp"
@@ -97,7 +97,8 @@ TEST(LowerBound, BelowEveryPrediction) {
       for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 30); bytes *= 4)
         for (Algorithm a : paro::all_algorithms)
           if (Builtin::family(a) != paro::algorithms::Family::native) {  // native is not modelled
-            EXPECT_LE(model.lower_bound(c, bytes, two_by_four()), Builtin::predict(model, a, c, bytes, two_by_four()).time_us)
+            EXPECT_LE(model.lower_bound(c, bytes, two_by_four()),
+                      Builtin::predict(model, a, c, bytes, two_by_four()).time_us)
                 << paro::name_of(c) << " " << paro::name_of(a) << " " << bytes << " nic " << paro::name_of(nic);
           }
   }
@@ -111,7 +112,9 @@ TEST(Choice, HierarchicalOverlapWinsLargeMessagesOnSlowLinks) {
               Builtin::predict(model, Algorithm::paro_seq, c, MiB64, two_by_four()).time_us);
   }
   // The all-reduce pipeline is cut into several chunks.
-  EXPECT_LT(Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()).pipeline_chunk_bytes, MiB64);
+  EXPECT_LT(
+      Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()).pipeline_chunk_bytes,
+      MiB64);
 }
 
 // The shape Communicator computes for a scope, from the topology and the grouping alone.
@@ -204,16 +207,20 @@ TEST(Links, CostFileRoundTripAndErrors) {
     }
     return std::string();
   };
-  EXPECT_CONTAINS(error_of("{\"speed\": 1}"), "PARO_COST_FILE 'c.json': speed: unknown field; allowed: intra inter nic");
+  EXPECT_CONTAINS(error_of("{\"speed\": 1}"),
+                  "PARO_COST_FILE 'c.json': speed: unknown field; allowed: intra inter nic");
   EXPECT_CONTAINS(error_of("{\"nic\": \"both\"}"), "nic: nic='both' is not one of: shared per_rank");
   EXPECT_CONTAINS(error_of("{\"intra\": {\"gbps\": -1}}"), "intra.gbps: expected a non-negative number");
-  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"fast\": []}}}"), "corrections.all_reduce.fast: unknown algorithm");
-  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[0, 1]]}}}"), "every point must be [bytes, ratio]");
+  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"fast\": []}}}"),
+                  "corrections.all_reduce.fast: unknown algorithm");
+  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[0, 1]]}}}"),
+                  "every point must be [bytes, ratio]");
   EXPECT_CONTAINS(error_of("{"), "syntax");
 }
 
 TEST(Links, EmulationKeysPlaceLinksOnTheTopology) {
-  const auto spec = paro::topology::EmulationSpec::parse("nodes=2,ranks=4,intra_gbps=20,inter_gbps=2,inter_us=7.5,nic=per_rank");
+  const auto spec =
+      paro::topology::EmulationSpec::parse("nodes=2,ranks=4,intra_gbps=20,inter_gbps=2,inter_us=7.5,nic=per_rank");
   EXPECT_TRUE(spec.paced());
   EXPECT_EQ(spec.intra.gbps, 20);
   EXPECT_EQ(spec.inter.latency_us, 7.5);

@@ -39,8 +39,9 @@ TEST(Strategy, FourteenValidThirteenInvalidWithReasons) {
   EXPECT_EQ(invalid, 13);
   EXPECT_EQ(valid, (std::set<std::string>{"NNN", "NNI", "NII", "INI", "III", "NNG", "NIG", "NGG", "ING", "IIG", "IGG",
                                           "GNG", "GIG", "GGG"}));
-  EXPECT_NE(error_of([] { Strategy::parse("GNI"); }).find("parameters are sharded over all ranks but optimizer states only "
-                                                          "sharded within the group"),
+  EXPECT_NE(error_of([] { Strategy::parse("GNI"); })
+                .find("parameters are sharded over all ranks but optimizer states only "
+                      "sharded within the group"),
             std::string::npos);
   EXPECT_NE(error_of([] { Strategy::parse("NGN"); }).find("gradients are sharded over all ranks"), std::string::npos);
 }
@@ -67,8 +68,8 @@ TEST(Model, FootprintAndTrafficByHand) {
   EXPECT_EQ(nnn.optimizer, 6400);
   EXPECT_EQ(nnn.peak(), 13600);
   auto nig = paro::dp::footprint(Strategy::parse("NIG"), z, c);
-  EXPECT_EQ(nig.grads, 800);       // 800 / 4 x 4 B
-  EXPECT_EQ(nig.optimizer, 800);   // 800 / 8 x 8 B
+  EXPECT_EQ(nig.grads, 800);      // 800 / 4 x 4 B
+  EXPECT_EQ(nig.optimizer, 800);  // 800 / 8 x 8 B
   EXPECT_EQ(nig.full_grads, 3200);
   auto ggg = paro::dp::footprint(Strategy::parse("GGG"), z, c);
   EXPECT_EQ(ggg.params, 500);
@@ -85,7 +86,10 @@ TEST(Model, FootprintAndTrafficByHand) {
   t = paro::dp::traffic(Strategy::parse("GGG"), z, c, 2);
   EXPECT_EQ(t.intra, 2 * (750 + 600) * 4);
   EXPECT_EQ(t.inter, 2 * (125 + 100) * 4);
-  EXPECT_NE(error_of([] { paro::dp::traffic(Strategy{}, {10, 10}, {6, 4}, 1); }).find("must divide"), std::string::npos);
+  EXPECT_NE(error_of([] {
+              paro::dp::traffic(Strategy{}, {10, 10}, {6, 4}, 1);
+            }).find("must divide"),
+            std::string::npos);
 }
 
 // The paper's example: a 7B model on 32 GPUs (4 nodes of 8), slow links between nodes.
@@ -131,11 +135,11 @@ TEST_P(DpEngine, EveryStrategyMatchesNnnAndTheModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Emulated, DpEngine,
-                         ::testing::Values("nodes=2,ranks=4",   // the 2 groups x 4
-                                           "nodes=4,ranks=2",   // more groups than members
-                                           "nodes=2,ranks=3",   // not a power of two
-                                           "nodes=1,ranks=4",   // one group: I = G
-                                           "nodes=3,ranks=1")); // groups of one: I = N
+                         ::testing::Values("nodes=2,ranks=4",    // the 2 groups x 4
+                                           "nodes=4,ranks=2",    // more groups than members
+                                           "nodes=2,ranks=3",    // not a power of two
+                                           "nodes=1,ranks=4",    // one group: I = G
+                                           "nodes=3,ranks=1"));  // groups of one: I = N
 
 TEST(DpEngine, RejectsUnevenGroups) {
   auto failures = paro::testing::on_cluster("nodes=2,ranks=3:2", "node", [](auto& comm) {

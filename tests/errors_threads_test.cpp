@@ -53,11 +53,12 @@ TEST(Misuse, NullBufferWithElements) {
 }
 
 TEST(Misuse, NullBuffersWithZeroCountAreFine) {
-  EXPECT_EQ(error_of(3, [](auto& comm) {
-              comm.all_reduce(nullptr, nullptr, 0, DataType::f64, ReduceOp::max);
-              comm.reduce_scatter(nullptr, nullptr, 0, DataType::i8, ReduceOp::sum);
-              comm.all_gather(nullptr, nullptr, 0, DataType::bf16);
-            }),
+  EXPECT_EQ(error_of(3,
+                     [](auto& comm) {
+                       comm.all_reduce(nullptr, nullptr, 0, DataType::f64, ReduceOp::max);
+                       comm.reduce_scatter(nullptr, nullptr, 0, DataType::i8, ReduceOp::sum);
+                       comm.all_gather(nullptr, nullptr, 0, DataType::bf16);
+                     }),
             "");
 }
 
@@ -111,8 +112,10 @@ TEST(Faults, ParoCheckNamesTheDisagreement) {
   auto msg = error_of(3, [](auto& comm) {
     std::vector<float> x(8);
     const paro::Options tree{Algorithm::tree};
-    if (comm.rank() == 1) comm.all_reduce(x.data(), x.data(), 8, ReduceOp::max, tree);
-    else comm.all_reduce(x.data(), x.data(), 8, ReduceOp::sum, tree);
+    if (comm.rank() == 1)
+      comm.all_reduce(x.data(), x.data(), 8, ReduceOp::max, tree);
+    else
+      comm.all_reduce(x.data(), x.data(), 8, ReduceOp::sum, tree);
   });
   EXPECT_CONTAINS(msg, "PARO_CHECK: the ranks of this global call disagree: rank 0 calls all_reduce scope=global");
   EXPECT_CONTAINS(msg, "rank 1 calls all_reduce scope=global algo=tree count=8 float max");
@@ -122,10 +125,11 @@ TEST(Faults, ParoCheckNamesTheDisagreement) {
     comm.all_gather(x.data(), x.data() + comm.rank() * 4, comm.rank() == 0 ? 0 : 4);
   });
   EXPECT_CONTAINS(msg, "count=0");
-  EXPECT_EQ(error_of(4, [](auto& comm) {
-              std::vector<float> x(8);
-              comm.all_reduce(x.data(), x.data(), 8, ReduceOp::sum);
-            }),
+  EXPECT_EQ(error_of(4,
+                     [](auto& comm) {
+                       std::vector<float> x(8);
+                       comm.all_reduce(x.data(), x.data(), 8, ReduceOp::sum);
+                     }),
             "");
   unsetenv("PARO_CHECK");
 }

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "paro/cuda/kernels.cuh"
-#include "paro/transport/threads_cuda.cuh"
 #include "paro/testing/collective_check.hpp"
 #include "paro/testing/transport_check.hpp"
 #include "paro/transport/nccl.hpp"
+#include "paro/transport/threads_cuda.cuh"
 #include "threads_harness.hpp"
 
 namespace {
@@ -27,11 +27,11 @@ using paro::DataType;
 using paro::ReduceOp;
 using paro::Scope;
 
-#define PARO_REQUIRE_GPUS(n)                                                                              \
-  do {                                                                                                    \
-    const int gpus_ = paro::cuda::device_count();                                                         \
-    if (gpus_ == 0) GTEST_SKIP() << "no usable GPU: " << paro::cuda::device_census().why_none;            \
-    if (gpus_ < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, found " << gpus_;                         \
+#define PARO_REQUIRE_GPUS(n)                                                                   \
+  do {                                                                                         \
+    const int gpus_ = paro::cuda::device_count();                                              \
+    if (gpus_ == 0) GTEST_SKIP() << "no usable GPU: " << paro::cuda::device_census().why_none; \
+    if (gpus_ < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, found " << gpus_;              \
   } while (0)
 
 using paro::testing::DeviceThreads;
@@ -49,10 +49,13 @@ std::vector<unsigned char> probe_bytes(DataType dt, std::size_t count, unsigned 
     for (std::size_t i = 0; i < count; ++i) {
       x = x * 1664525u + 1013904223u;
       const int pick = static_cast<int>(x >> 28);
-      const float value = pick < 8 ? static_cast<float>(static_cast<int>(x % 2001) - 1000) / 8.0f
-                        : pick == 8 ? 1e30f : pick == 9 ? -0.0f : pick == 10 ? 1e-40f
-                        : pick == 11 ? (i % 2 ? 1.0f / 0.0f : -1.0f / 0.0f)
-                        : pick == 12 ? std::nanf("") : static_cast<float>(static_cast<int>(x % 300) - 150);
+      const float value = pick < 8     ? static_cast<float>(static_cast<int>(x % 2001) - 1000) / 8.0f
+                          : pick == 8  ? 1e30f
+                          : pick == 9  ? -0.0f
+                          : pick == 10 ? 1e-40f
+                          : pick == 11 ? (i % 2 ? 1.0f / 0.0f : -1.0f / 0.0f)
+                          : pick == 12 ? std::nanf("")
+                                       : static_cast<float>(static_cast<int>(x % 300) - 150);
       if constexpr (std::is_integral_v<T>) {
         p[i] = static_cast<T>(static_cast<std::int64_t>(x) - (1ll << 31));
       } else {
@@ -64,7 +67,8 @@ std::vector<unsigned char> probe_bytes(DataType dt, std::size_t count, unsigned 
 }
 
 template <class F>
-std::vector<unsigned char> on_device(const std::vector<std::vector<unsigned char>>& inputs, std::size_t out_bytes, F&& f) {
+std::vector<unsigned char> on_device(const std::vector<std::vector<unsigned char>>& inputs, std::size_t out_bytes,
+                                     F&& f) {
   std::vector<paro::cuda::DeviceBuffer> buffers;
   for (const auto& in : inputs) {
     buffers.emplace_back(0, in.size());
@@ -92,8 +96,8 @@ TEST_P(CudaKernels, ReduceMatchesHostBitForBit) {
     const auto got = on_device({a, b}, a.size(), [&](auto& in, char* out) {
       paro::cuda::reduce_async(out, in[0].data(), in[1].data(), count, dt, op, nullptr);
     });
-    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size())) << paro::name_of(dt) << " " << paro::name_of(op)
-                                                                    << " count " << count;
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size()))
+        << paro::name_of(dt) << " " << paro::name_of(op) << " count " << count;
   }
 }
 
@@ -114,7 +118,8 @@ TEST_P(CudaKernels, DivideMatchesHostBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTypeAndOp, CudaKernels,
-                         ::testing::Combine(::testing::ValuesIn(paro::all_data_types), ::testing::ValuesIn(paro::all_reduce_ops)),
+                         ::testing::Combine(::testing::ValuesIn(paro::all_data_types),
+                                            ::testing::ValuesIn(paro::all_reduce_ops)),
                          [](const auto& info) {
                            return std::string(paro::name_of(std::get<0>(info.param))) + "_" +
                                   paro::name_of(std::get<1>(info.param));
@@ -143,8 +148,9 @@ TEST(CudaKernelsStrided, PackThenUnpackRestoresShards) {
 TEST(CudaKernelsErrors, BadArgumentsAreParoErrors) {
   PARO_REQUIRE_GPUS(1);
   EXPECT_THROW(paro::cuda::divide_async(nullptr, 10, DataType::f32, 0, nullptr), paro::Error);
-  EXPECT_THROW(paro::cuda::reduce_async(nullptr, nullptr, nullptr, 1, static_cast<DataType>(99), ReduceOp::sum, nullptr),
-               paro::Error);
+  EXPECT_THROW(
+      paro::cuda::reduce_async(nullptr, nullptr, nullptr, 1, static_cast<DataType>(99), ReduceOp::sum, nullptr),
+      paro::Error);
 }
 
 // --- the threads backend over device memory ------------------------------------------------------------
@@ -171,9 +177,9 @@ TEST_P(DeviceThreadsExact, EveryAlgorithmTypeAndOp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Emulated, DeviceThreadsExact,
-                         ::testing::Combine(::testing::Values("nodes=2,ranks=4",               // 8 ranks, 2 x 4
-                                                              "nodes=3,ranks=1",               // flat: 3 ranks
-                                                              "nodes=2,ranks=3:2",             // uneven groups
+                         ::testing::Combine(::testing::Values("nodes=2,ranks=4",              // 8 ranks, 2 x 4
+                                                              "nodes=3,ranks=1",              // flat: 3 ranks
+                                                              "nodes=2,ranks=3:2",            // uneven groups
                                                               "switches=2,nodes=2,ranks=2"),  // three levels
                                             ::testing::Values(Scope::global, Scope::inter)));
 

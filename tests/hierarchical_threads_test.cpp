@@ -123,6 +123,7 @@ TEST_P(HierarchicalLanes, ParoCcExact) {
 
 // threads with direct levels is the default, which every other test here runs.
 INSTANTIATE_TEST_SUITE_P(LanesAndSchedules, HierarchicalLanes,
-                         ::testing::Values(LanesParam{"threads", "0"}, LanesParam{"inline", "0"}, LanesParam{"inline", "1M"}));
+                         ::testing::Values(LanesParam{"threads", "0"}, LanesParam{"inline", "0"},
+                                           LanesParam{"inline", "1M"}));
 
 }  // namespace

@@ -24,7 +24,8 @@ using paro::topology::EmulationSpec;
 template <class Body>
 void on_paced(const std::string& emulate, Body body, bool trace = false) {
   const auto spec = EmulationSpec::parse(emulate);
-  paro::threads::run(spec.rank_count().value(), [&](paro::threads::Transport t) { body(Paced::wrap(std::move(t), spec, trace)); });
+  paro::threads::run(spec.rank_count().value(),
+                     [&](paro::threads::Transport t) { body(Paced::wrap(std::move(t), spec, trace)); });
 }
 
 TEST(Paced, ExactResultsThroughTheDecorator) {
@@ -37,7 +38,8 @@ TEST(Paced, ExactResultsThroughTheDecorator) {
     paro::Communicator comm(std::move(t), config);
     std::vector<std::string> mine;
     for (Collective coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
-      for (Algorithm algo : {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_cc, Algorithm::automatic})
+      for (Algorithm algo :
+           {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_cc, Algorithm::automatic})
         for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 1000})) mine.push_back(f);
     std::lock_guard<std::mutex> lock(m);
     failures.insert(failures.end(), mine.begin(), mine.end());

@@ -145,7 +145,8 @@ TEST_P(SeparateOnCluster, EveryAlgorithmMatchesTheTranscription) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Emulated, SeparateOnCluster,
-                         ::testing::Combine(::testing::Values("nodes=2,ranks=4", "nodes=2,ranks=3:2", "nodes=3,ranks=1"),
+                         ::testing::Combine(::testing::Values("nodes=2,ranks=4", "nodes=2,ranks=3:2",
+                                                              "nodes=3,ranks=1"),
                                             ::testing::Values(Scope::global, Scope::intra, Scope::inter)));
 
 class SeparateRankCounts : public ::testing::TestWithParam<int> {};
@@ -173,8 +174,8 @@ TEST(Separate, ManyRowBlocksPipelined) {
   auto failures = paro::testing::on_threads(4, [](auto& comm) {
     std::vector<std::string> f;
     for (bool sharded : {false, true})
-      for (auto& s : paro::testing::check_separate(comm, {Algorithm::paro_cc, Scope::global, DataType::f32, sharded, 0,
-                                                          4096, 1024}))
+      for (auto& s : paro::testing::check_separate(
+               comm, {Algorithm::paro_cc, Scope::global, DataType::f32, sharded, 0, 4096, 1024}))
         f.push_back(s);
     return f;
   });
@@ -230,7 +231,8 @@ TEST(Separate, AdaptiveWidthAndBetaAgreeFollowTheRuleAndStayClamped) {
     std::vector<float> g(16 * 128), out(g.size());
     for (std::uint32_t step = 0; step < 20; ++step) {
       for (std::size_t i = 0; i < g.size(); ++i)
-        g[i] = std::sin(0.05f * static_cast<float>(i) + 0.3f * static_cast<float>(step)) + 0.1f * static_cast<float>(comm.rank());
+        g[i] = std::sin(0.05f * static_cast<float>(i) + 0.3f * static_cast<float>(step)) +
+               0.1f * static_cast<float>(comm.rank());
       const std::size_t width = sep.tensor(0).shape.width;
       const double beta = sep.tensor(0).beta;
       sep.all_reduce(comm, 0, g.data(), out.data());
@@ -253,8 +255,8 @@ TEST(Separate, AdaptiveWidthAndBetaAgreeFollowTheRuleAndStayClamped) {
       }
       if (t.shape.width != want_width || t.beta != want_beta || t.shape.width < t.min_width ||
           t.shape.width > t.max_width || t.beta < o.beta_min || t.beta > o.beta_max)
-        f.push_back(paro::detail::concat("rank ", comm.rank(), " step ", step, ": width ", t.shape.width, " beta ", t.beta,
-                                         ", expected ", want_width, " ", want_beta));
+        f.push_back(paro::detail::concat("rank ", comm.rank(), " step ", step, ": width ", t.shape.width, " beta ",
+                                         t.beta, ", expected ", want_width, " ", want_beta));
       // Agreed on every rank.
       double mine[2] = {static_cast<double>(t.shape.width), t.beta}, lo[2], hi[2];
       comm.all_reduce(mine, lo, 2, paro::ReduceOp::min);
@@ -285,7 +287,8 @@ TEST(Separate, AdaptiveGrowthStopsAtTheClamps) {
     const auto& t = sep.tensor(0);
     std::vector<std::string> f;
     if (t.max_width != 16 || t.shape.width != 16 || t.beta != o.beta_max)
-      f.push_back(paro::detail::concat("not clamped: width ", t.shape.width, " (max ", t.max_width, "), beta ", t.beta));
+      f.push_back(
+          paro::detail::concat("not clamped: width ", t.shape.width, " (max ", t.max_width, "), beta ", t.beta));
     return f;
   });
   EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
@@ -326,7 +329,8 @@ TEST(Separate, CheckpointContinuesBitIdentically) {
       if (std::memcmp(a.data(), b.data(), a.size() * sizeof(paro::bf16)) != 0)
         f.push_back(paro::detail::concat("rank ", comm.rank(), " step ", k, ": resumed output differs"));
     }
-    if (first.tensor(0).error != resumed.tensor(0).error || first.tensor(0).shape.width != resumed.tensor(0).shape.width)
+    if (first.tensor(0).error != resumed.tensor(0).error ||
+        first.tensor(0).shape.width != resumed.tensor(0).shape.width)
       f.push_back("resumed state differs");
     // A checkpoint of other tensors, or garbage, is refused with the reason.
     Separate other(o);
@@ -369,7 +373,8 @@ TEST(Separate, RejectsBadInputWithTheReason) {
   EXPECT_TRUE(sep.tensor(sep.add("big", 256, 1024, DataType::f32)).compressed);
   EXPECT_NE(error_of([&] { paro::compression::parse_distribution("uniform"); }).find("allowed: gaussian rademacher"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { paro::compression::parse_error_rule("ema"); }).find("allowed: seed smoothed"), std::string::npos);
+  EXPECT_NE(error_of([&] { paro::compression::parse_error_rule("ema"); }).find("allowed: seed smoothed"),
+            std::string::npos);
   auto failures = paro::testing::on_threads(3, [&](auto& comm) {
     std::vector<std::string> f;
     std::vector<float> g(256 * 1024), out(g.size());
@@ -380,9 +385,13 @@ TEST(Separate, RejectsBadInputWithTheReason) {
     const auto id = mine.add("big", 256, 1024, DataType::f32);
     expect(error_of([&] { mine.all_reduce(comm, 7, g.data(), out.data()); }), "tensor id 7 not registered");
     expect(error_of([&] { mine.all_reduce(comm, id, nullptr, out.data()); }), "null gradient or output");
-    expect(error_of([&] { mine.all_reduce(comm, {{id, g.data(), out.data()}, {id, g.data(), out.data()}}); }),
+    expect(error_of([&] {
+             mine.all_reduce(comm, {{id, g.data(), out.data()}, {id, g.data(), out.data()}});
+           }),
            "passed twice");
-    expect(error_of([&] { mine.reduce_scatter(comm, {{id, g.data(), out.data()}}); }),
+    expect(error_of([&] {
+             mine.reduce_scatter(comm, {{id, g.data(), out.data()}});
+           }),
            "has 256 rows, not divisible by the 3 ranks");
     return f;
   });

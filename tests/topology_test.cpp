@@ -15,8 +15,8 @@
 
 namespace {
 
-using paro::GroupSpec;
 using paro::Groups;
+using paro::GroupSpec;
 using paro::Level;
 using paro::Topology;
 using paro::topology::EmulationSpec;
@@ -118,12 +118,14 @@ TEST(Discovery, ContradictionsAreErrorsNamingTheSource) {
   auto sized = [](int local, const char* size) {
     return facts("a", {{"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(local)}, {"OMPI_COMM_WORLD_LOCAL_SIZE", size}});
   };
-  EXPECT_ERROR_CONTAINS(resolve({sized(0, "1"), sized(1, "1")}, nullptr),
-                        "OMPI_COMM_WORLD_LOCAL_SIZE=1 on rank 0 but its OMPI_COMM_WORLD_LOCAL_RANK is 0 and node 'a' has 2 ranks");
+  EXPECT_ERROR_CONTAINS(
+      resolve({sized(0, "1"), sized(1, "1")}, nullptr),
+      "OMPI_COMM_WORLD_LOCAL_SIZE=1 on rank 0 but its OMPI_COMM_WORLD_LOCAL_RANK is 0 and node 'a' has 2 ranks");
   EXPECT_ERROR_CONTAINS(resolve({facts("a", {{"LOCAL_RANK", "0"}}), facts("a", {{"LOCAL_RANK", "0"}})}, nullptr),
                         "LOCAL_RANK gives ranks 0 and 1 the same local index 0 on node 'a'");
-  EXPECT_ERROR_CONTAINS(resolve({facts("a", {{"LOCAL_RANK", "0"}}), facts("a", {{"LOCAL_RANK", "1"}}), facts("a")}, nullptr),
-                        "LOCAL_RANK is set on 2 rank(s) but not on rank 2");
+  EXPECT_ERROR_CONTAINS(
+      resolve({facts("a", {{"LOCAL_RANK", "0"}}), facts("a", {{"LOCAL_RANK", "1"}}), facts("a")}, nullptr),
+      "LOCAL_RANK is set on 2 rank(s) but not on rank 2");
   EXPECT_ERROR_CONTAINS(resolve({facts("a", {{"SLURM_NODEID", "0"}}), facts("b", {{"SLURM_NODEID", "0"}})}, nullptr),
                         "SLURM_NODEID puts two ranks on node '0' but they run on different hosts");
   EXPECT_ERROR_CONTAINS(resolve({facts("a", {{"LOCAL_RANK", "x"}})}, nullptr), "LOCAL_RANK='x' on rank 0");
@@ -151,7 +153,7 @@ TEST(Discovery, SlurmTopologyAddressGivesSwitchAndPod) {
   std::vector<LocalFacts> all;
   for (int r = 0; r < 8; ++r)
     all.push_back(facts("vm", {{"SLURM_TOPOLOGY_ADDR", "top" + std::to_string(r / 4) + ".leaf" + std::to_string(r / 2) +
-                                                            ".node" + std::to_string(r)},
+                                                           ".node" + std::to_string(r)},
                                {"SLURM_TOPOLOGY_ADDR_PATTERN", "switch.switch.node"}}));
   const Topology t = resolve(all, nullptr);
   EXPECT_TRUE(t.knows(Level::switch_));
@@ -187,11 +189,13 @@ TEST(TopologyFileSource, HostsRanksAndLinks) {
 }
 
 TEST(TopologyFileSource, HostsFromOtherSources) {
-  const TopologyFile file = TopologyFile::parse_text(R"({"hosts": [{"name": "a", "switch": "x"}, {"name": "b", "switch": "y"}]})", "t.json");
+  const TopologyFile file =
+      TopologyFile::parse_text(R"({"hosts": [{"name": "a", "switch": "x"}, {"name": "b", "switch": "y"}]})", "t.json");
   const Topology t = resolve({facts("a"), facts("b")}, &file);
   EXPECT_EQ(t.ranks[1].switch_name, "y");
   EXPECT_FALSE(t.knows(Level::pod));
-  EXPECT_ERROR_CONTAINS(resolve({facts("a"), facts("c")}, &file), "host 'c' (rank 1, node from hostname + boot id) is not listed");
+  EXPECT_ERROR_CONTAINS(resolve({facts("a"), facts("c")}, &file),
+                        "host 'c' (rank 1, node from hostname + boot id) is not listed");
 }
 
 TEST(TopologyFileSource, BadFilesNameTheFileAndField) {
@@ -206,7 +210,8 @@ TEST(TopologyFileSource, BadFilesNameTheFileAndField) {
   EXPECT_ERROR_CONTAINS(TopologyFile::parse_text(R"({"hosts": [], "extra": 1})", "f"), "extra: unknown field");
   EXPECT_ERROR_CONTAINS(TopologyFile::load("/nonexistent/topo.json"), "cannot open");
   const TopologyFile file = TopologyFile::parse_text(good_file, "t.json");
-  EXPECT_ERROR_CONTAINS(resolve(std::vector<LocalFacts>(4, facts("a")), &file), "\"ranks\" lists 6 ranks but the communicator has 4");
+  EXPECT_ERROR_CONTAINS(resolve(std::vector<LocalFacts>(4, facts("a")), &file),
+                        "\"ranks\" lists 6 ranks but the communicator has 4");
 }
 
 TEST(Emulation, ThreeLevelsBlockAndCyclic) {
@@ -226,10 +231,12 @@ TEST(Emulation, ThreeLevelsBlockAndCyclic) {
 }
 
 TEST(Emulation, BadSpecs) {
-  EXPECT_ERROR_CONTAINS(EmulationSpec::parse("racks=2"), "unknown key 'racks'; allowed: pods switches nodes ranks order");
+  EXPECT_ERROR_CONTAINS(EmulationSpec::parse("racks=2"),
+                        "unknown key 'racks'; allowed: pods switches nodes ranks order");
   EXPECT_ERROR_CONTAINS(EmulationSpec::parse("nodes=0"), "nodes='0' is not a positive integer");
   EXPECT_ERROR_CONTAINS(EmulationSpec::parse("nodes=3,ranks=1:2"), "ranks lists 2 counts but there are 3 nodes");
-  EXPECT_ERROR_CONTAINS(EmulationSpec::parse("nodes=2,ranks=4").place(6), "describes 8 ranks but the communicator has 6");
+  EXPECT_ERROR_CONTAINS(EmulationSpec::parse("nodes=2,ranks=4").place(6),
+                        "describes 8 ranks but the communicator has 6");
   EXPECT_ERROR_CONTAINS(EmulationSpec::parse("nodes=4").place(6), "6 ranks do not split evenly over 4 nodes");
   EXPECT_ERROR_CONTAINS(EmulationSpec::parse("order=random"), "order='random' is not one of: block cyclic");
 }
@@ -262,7 +269,8 @@ TEST(Grouping, UnevenNodesGiveUnevenGroupsAndRails) {
 TEST(Grouping, BadRequests) {
   const Topology flat = resolve({facts("a"), facts("a")}, nullptr);
   EXPECT_ERROR_CONTAINS(Groups::make(flat, GroupSpec::by(Level::switch_)), "no source described the switch level");
-  EXPECT_ERROR_CONTAINS(GroupSpec::parse("rack"), "PARO_GROUP='rack': unknown grouping; allowed: node switch pod, or a group size");
+  EXPECT_ERROR_CONTAINS(GroupSpec::parse("rack"),
+                        "PARO_GROUP='rack': unknown grouping; allowed: node switch pod, or a group size");
   EXPECT_ERROR_CONTAINS(Groups::make(flat, GroupSpec::custom(3)), "a group size must be in [1, 2]");
 }
 
@@ -295,7 +303,7 @@ TEST(ThreadsDiscovery, SettingsThatDifferBetweenRanksFailOnEveryRank) {
     try {
       paro::threads::run(4, [&](paro::threads::Transport tr) {
         paro::topology::DiscoveryOptions options;
-        if (variant == 0 && tr.rank() == 3) options.emulate = "nodes=2";       // one rank emulates
+        if (variant == 0 && tr.rank() == 3) options.emulate = "nodes=2";                   // one rank emulates
         if (variant == 1 && tr.rank() == 1) options.topo_file = "/nonexistent/topo.json";  // one rank's file is missing
         try {
           paro::topology::discover(tr, options);
@@ -342,10 +350,11 @@ TEST_P(ThreadsScoped, EveryCollectiveIsExact) {
   EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Emulated, ThreadsScoped,
-    ::testing::Combine(::testing::Values("nodes=2,ranks=4", "nodes=2,ranks=3:5", "nodes=3,ranks=2,order=cyclic",
-                                         "pods=2,switches=2,nodes=2,ranks=2"),
-                       ::testing::Values("node", "switch"), ::testing::Values(paro::Scope::intra, paro::Scope::inter)));
+INSTANTIATE_TEST_SUITE_P(Emulated, ThreadsScoped,
+                         ::testing::Combine(::testing::Values("nodes=2,ranks=4", "nodes=2,ranks=3:5",
+                                                              "nodes=3,ranks=2,order=cyclic",
+                                                              "pods=2,switches=2,nodes=2,ranks=2"),
+                                            ::testing::Values("node", "switch"),
+                                            ::testing::Values(paro::Scope::intra, paro::Scope::inter)));
 
 }  // namespace

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "fake_transport.hpp"
 #include "paro/testing/transport_check.hpp"
 #include "paro/transport/paced.hpp"
-#include "fake_transport.hpp"
 #include "threads_harness.hpp"
 
 namespace {

@@ -32,13 +32,13 @@ struct Tensor {
 
 class CharMlp {
  public:
-  static constexpr std::size_t context = 8, embed = 48, hidden1 = 1024, hidden2 = 640,
-                               vocab = Corpus::vocabulary;
+  static constexpr std::size_t context = 8, embed = 48, hidden1 = 1024, hidden2 = 640, vocab = Corpus::vocabulary;
 
   // trainable: "all", or a comma-separated subset of emb, fc1, fc2, head (each with its bias).
   explicit CharMlp(const std::string& trainable) {
-    tensors_ = {{"emb", vocab, embed},           {"fc1.weight", context * embed, hidden1}, {"fc1.bias", 1, hidden1},
-                {"fc2.weight", hidden1, hidden2}, {"fc2.bias", 1, hidden2},               {"head.weight", hidden2, vocab},
+    tensors_ = {{"emb", vocab, embed},    {"fc1.weight", context * embed, hidden1},
+                {"fc1.bias", 1, hidden1}, {"fc2.weight", hidden1, hidden2},
+                {"fc2.bias", 1, hidden2}, {"head.weight", hidden2, vocab},
                 {"head.bias", 1, vocab}};
     if (trainable != "all") {
       for (auto& t : tensors_) t.trainable = false;
@@ -130,7 +130,8 @@ class CharMlp {
   }
 
   // out = in W + b for the weight tensors_[w] and its bias tensors_[w + 1].
-  void dense(const float* in, std::size_t B, std::size_t w, const float* trainable, const float* frozen, float* out) const {
+  void dense(const float* in, std::size_t B, std::size_t w, const float* trainable, const float* frozen,
+             float* out) const {
     const Tensor& W = tensors_[w];
     const float* bias = at(w + 1, trainable, frozen);
     for (std::size_t b = 0; b < B; ++b) std::copy_n(bias, W.cols, out + b * W.cols);

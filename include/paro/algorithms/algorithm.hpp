@@ -17,7 +17,7 @@ namespace paro {
 enum class Collective { all_gather, reduce_scatter, all_reduce };
 
 inline constexpr Collective all_collectives[] = {Collective::all_gather, Collective::reduce_scatter,
-                                                  Collective::all_reduce};
+                                                 Collective::all_reduce};
 
 // The built-in algorithms' identities. The set is open: an algorithm registered outside paro (see
 // registry.hpp) takes an unused value, e.g. Algorithm{100}.

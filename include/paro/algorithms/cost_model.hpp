@@ -33,10 +33,10 @@ struct LinkModel {
   // For the lower bound, where the topology gives them (inter above is the slowest level, which the
   // predictions use): a NIC's own link, and a NIC's share of its pod's uplink.
   std::optional<LinkSpec> nic_link, pod_link;
-  double step_us = 2;          // software cost of one message step
-  double lane_us = 20;         // starting the lanes of one overlapped call
-  double reduce_gbps = 400;    // local reduction throughput (bytes of one operand)
-  double copy_gbps = 800;      // local copies
+  double step_us = 2;        // software cost of one message step
+  double lane_us = 20;       // starting the lanes of one overlapped call
+  double reduce_gbps = 400;  // local reduction throughput (bytes of one operand)
+  double copy_gbps = 800;    // local copies
   // Measured corrections per (collective, algorithm): at calibrated sizes, measured time over the
   // formula's; between them interpolated in log(size), beyond them the nearest. What the formulas leave
   // out (waking lanes, scheduling, caches) depends on the size, as NCCL's tuner carries a base latency
@@ -104,15 +104,15 @@ inline LinkModel preset(const std::string& name) {
 // flat algorithms' messages meet the links.
 struct CostShape {
   int ranks = 1;
-  std::vector<int> units;          // units per level of the hierarchy, top first; empty: flat
-  std::vector<bool> rail_inter;    // per level: do the rail's messages leave the node?
-  bool leaf_inter = false;         // does the innermost (flat) unit span nodes?
-  bool even = true;                // every level's units are alike (else the flat ring runs)
-  int nodes = 1;                   // distinct nodes among the scope's members
-  int ranks_per_node = 1;          // the scope's members on the fullest node
-  double nic_flows = 1;            // flows through one NIC when every member sends across nodes at once
-  double ring_nic_flows = 0;       // flows through one NIC in a flat ring step (0: the ring stays in a node)
-  int pods = 1;                    // distinct pods among the scope's members (1: no pod level known)
+  std::vector<int> units;           // units per level of the hierarchy, top first; empty: flat
+  std::vector<bool> rail_inter;     // per level: do the rail's messages leave the node?
+  bool leaf_inter = false;          // does the innermost (flat) unit span nodes?
+  bool even = true;                 // every level's units are alike (else the flat ring runs)
+  int nodes = 1;                    // distinct nodes among the scope's members
+  int ranks_per_node = 1;           // the scope's members on the fullest node
+  double nic_flows = 1;             // flows through one NIC when every member sends across nodes at once
+  double ring_nic_flows = 0;        // flows through one NIC in a flat ring step (0: the ring stays in a node)
+  int pods = 1;                     // distinct pods among the scope's members (1: no pod level known)
   int pod_ranks = 0, pod_nics = 0;  // the scope's members in its fullest pod, and their NICs
   // Members of one unit at `level` (level 0: the whole scope; units.size(): the innermost unit).
   int members_below(std::size_t level) const {
@@ -210,8 +210,7 @@ class CostModel {
     const bool fold = p != n;
     const double logp = std::log2(p);
     switch (c) {
-      case Collective::all_gather:
-        return std::ceil(std::log2(n)) * h.alpha + (n - 1.0) / n * N * h.beta;
+      case Collective::all_gather: return std::ceil(std::log2(n)) * h.alpha + (n - 1.0) / n * N * h.beta;
       case Collective::reduce_scatter:
         return (logp + 2 * fold) * h.alpha + ((p - 1.0) / p + fold * (1 + 1.0 / n)) * N * h.beta +
                ((p - 1.0) / p + fold) * reduce_us(N);
@@ -300,7 +299,8 @@ class CostModel {
         }
       }
       const double t = std::max(rail_t, unit_t) + l_.lane_us;
-      if (best.time_us == 0 || t < best.time_us) best = {t, static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))};
+      if (best.time_us == 0 || t < best.time_us)
+        best = {t, static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))};
     }
     return best;
   }
@@ -360,6 +360,7 @@ class CostModel {
     }
     return 0;
   }
+
  private:
   LinkModel l_, bound_;
   double direct_max_ = static_cast<double>(default_direct_max_bytes);

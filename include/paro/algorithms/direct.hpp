@@ -88,8 +88,10 @@ void direct_reduce_scatter(T& t, const void* in, void* out, const Layout& layout
   for (int k = 1; k <= w; ++k) post(k);
   for (int k = 1; k < n; ++k) {
     t.wait(recvs[static_cast<std::size_t>((k - 1) % w)]);
-    if (k == 1) t.copy(others, slot(k), bytes);
-    else t.reduce(others, others, slot(k), mine, dt, op);
+    if (k == 1)
+      t.copy(others, slot(k), bytes);
+    else
+      t.reduce(others, others, slot(k), mine, dt, op);
     if (k + w < n) post(k + w);
   }
   before_block(r);
@@ -103,8 +105,7 @@ void direct_reduce_scatter(T& t, const void* in, void* out, const Layout& layout
 template <class T, class Layout, class AfterBlock = NoHook>
 void level_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const RingParams& ring,
                       std::size_t direct_max_bytes, AfterBlock&& after_block = {}) {
-  if (layout.max_count() * size_of(dt) <= direct_max_bytes)
-    return direct_all_gather(t, buf, layout, dt, after_block);
+  if (layout.max_count() * size_of(dt) <= direct_max_bytes) return direct_all_gather(t, buf, layout, dt, after_block);
   ring_all_gather(t, buf, layout, dt, ring, after_block);
 }
 

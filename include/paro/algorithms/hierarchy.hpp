@@ -63,8 +63,8 @@ inline std::vector<std::vector<int>> nested_partitions(const std::vector<std::ve
 
 template <class T>
 struct Hierarchy {
-  T comm;                                // every member, in the communicator's rank order
-  std::vector<std::vector<int>> units;   // unit -> its members (ranks of comm, ascending); empty when flat
+  T comm;                               // every member, in the communicator's rank order
+  std::vector<std::vector<int>> units;  // unit -> its members (ranks of comm, ascending); empty when flat
   int my_unit = 0, my_index = 0;
   T rail;                                // the members with my index, one per unit, in unit order
   std::unique_ptr<Hierarchy> unit;       // my unit, level by level
@@ -78,9 +78,7 @@ struct Hierarchy {
       if (u.size() != units.front().size()) return false;
     return true;
   }
-  int member(int u, int index) const {
-    return units[static_cast<std::size_t>(u)][static_cast<std::size_t>(index)];
-  }
+  int member(int u, int index) const { return units[static_cast<std::size_t>(u)][static_cast<std::size_t>(index)]; }
 
   // Collective over comm. partitions: from nested_partitions, for comm's members in rank order.
   static std::unique_ptr<Hierarchy> build(T comm, const std::vector<std::vector<int>>& partitions, bool with_copy) {
@@ -101,7 +99,8 @@ struct Hierarchy {
     std::vector<std::vector<int>> inner;
     for (std::size_t k = 1; k < partitions.size(); ++k) {
       std::vector<int> labels;
-      for (int r : h->units[static_cast<std::size_t>(h->my_unit)]) labels.push_back(partitions[k][static_cast<std::size_t>(r)]);
+      for (int r : h->units[static_cast<std::size_t>(h->my_unit)])
+        labels.push_back(partitions[k][static_cast<std::size_t>(r)]);
       inner.push_back(std::move(labels));
     }
     inner = nested_partitions(inner);

@@ -13,7 +13,9 @@ namespace paro::algorithms {
 // (the first total % n blocks one element longer).
 class BlockLayout {
  public:
-  static BlockLayout uniform(int n, std::size_t per_block) { return BlockLayout(n, per_block * static_cast<std::size_t>(n), true); }
+  static BlockLayout uniform(int n, std::size_t per_block) {
+    return BlockLayout(n, per_block * static_cast<std::size_t>(n), true);
+  }
   static BlockLayout balanced(int n, std::size_t total) { return BlockLayout(n, total, false); }
 
   int blocks() const { return n_; }
@@ -28,8 +30,8 @@ class BlockLayout {
   std::size_t span(int first, int last) const { return offset(last) - offset(first); }
 
  private:
-  BlockLayout(int n, std::size_t total, bool) : n_(n), total_(total), base_(total / static_cast<std::size_t>(n)),
-                                                 extra_(total % static_cast<std::size_t>(n)) {}
+  BlockLayout(int n, std::size_t total, bool)
+      : n_(n), total_(total), base_(total / static_cast<std::size_t>(n)), extra_(total % static_cast<std::size_t>(n)) {}
   int n_;
   std::size_t total_;
   std::size_t base_;

@@ -37,7 +37,8 @@ inline std::string to_json(const LinkModel& m) {
     for (const auto& [key, k] : m.corrections)
       if (key.first == c) {
         std::string points;
-        for (auto [bytes, ratio] : k) points += detail::concat(points.empty() ? "" : ", ", "[", static_cast<long long>(bytes), ", ", ratio, "]");
+        for (auto [bytes, ratio] : k)
+          points += detail::concat(points.empty() ? "" : ", ", "[", static_cast<long long>(bytes), ", ", ratio, "]");
         per_algo += detail::concat(per_algo.empty() ? "" : ", ", "\"", name_of(key.second), "\": [", points, "]");
       }
     if (!per_algo.empty())
@@ -46,8 +47,8 @@ inline std::string to_json(const LinkModel& m) {
   return detail::concat("{\"intra\": {\"gbps\": ", m.intra.gbps, ", \"latency_us\": ", m.intra.latency_us,
                         "}, \"inter\": {\"gbps\": ", m.inter.gbps, ", \"latency_us\": ", m.inter.latency_us,
                         "}, \"nic\": \"", name_of(m.nic), "\", \"step_us\": ", m.step_us, ", \"lane_us\": ", m.lane_us,
-                        ", \"reduce_gbps\": ", m.reduce_gbps, ", \"copy_gbps\": ", m.copy_gbps,
-                        ", \"corrections\": {", corrections, "}}");
+                        ", \"reduce_gbps\": ", m.reduce_gbps, ", \"copy_gbps\": ", m.copy_gbps, ", \"corrections\": {",
+                        corrections, "}}");
 }
 
 inline LinkModel parse_cost_file(const std::string& text, const std::string& path) {
@@ -74,7 +75,8 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
       if (!value.is_object()) fail(key, "expected {\"gbps\": .., \"latency_us\": ..}");
       LinkSpec& link = key == "intra" ? m.intra : m.inter;
       for (auto& [field, v] : value.items())
-        if (field != "gbps" && field != "latency_us") fail(key + "." + field, "unknown field; allowed: gbps latency_us");
+        if (field != "gbps" && field != "latency_us")
+          fail(key + "." + field, "unknown field; allowed: gbps latency_us");
       number(value, "gbps", key + ".", link.gbps);
       number(value, "latency_us", key + ".", link.latency_us);
     } else if (key == "nic") {
@@ -116,8 +118,11 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
         }
       }
     } else if (key == "step_us" || key == "lane_us" || key == "reduce_gbps" || key == "copy_gbps") {
-      number(doc, key.c_str(), "", key == "step_us" ? m.step_us : key == "lane_us" ? m.lane_us
-                                                            : key == "reduce_gbps" ? m.reduce_gbps : m.copy_gbps);
+      number(doc, key.c_str(), "",
+             key == "step_us"       ? m.step_us
+             : key == "lane_us"     ? m.lane_us
+             : key == "reduce_gbps" ? m.reduce_gbps
+                                    : m.copy_gbps);
     } else {
       fail(key, "unknown field; allowed: intra inter nic step_us lane_us reduce_gbps copy_gbps corrections");
     }
@@ -128,7 +133,8 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
   return m;
 #else
   (void)text;
-  throw UsageError(detail::concat("PARO_COST_FILE '", path, "': reading cost files needs nlohmann-json (Debian: nlohmann-json3-dev)"));
+  throw UsageError(detail::concat("PARO_COST_FILE '", path,
+                                  "': reading cost files needs nlohmann-json (Debian: nlohmann-json3-dev)"));
 #endif
 }
 

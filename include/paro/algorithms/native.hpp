@@ -46,7 +46,8 @@ struct Native {
   }
   template <class Ctx>
   static void all_gather(Ctx& x, const Call& c) {
-    if constexpr (has_native_v<std::decay_t<decltype(x.comm())>>) native_all_gather(x.comm(), c.send, c.recv, c.count, c.dt);
+    if constexpr (has_native_v<std::decay_t<decltype(x.comm())>>)
+      native_all_gather(x.comm(), c.send, c.recv, c.count, c.dt);
   }
   template <class Ctx>
   static void reduce_scatter(Ctx& x, const Call& c) {

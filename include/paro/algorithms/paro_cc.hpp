@@ -29,20 +29,20 @@
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/lanes.hpp"
 #include "paro/algorithms/layout.hpp"
-#include "paro/core/dtype.hpp"
-#include "paro/core/reduce_op.hpp"
 #include "paro/algorithms/ring.hpp"
-#include "paro/transport/control.hpp"
+#include "paro/core/dtype.hpp"
 #include "paro/core/log.hpp"
+#include "paro/core/reduce_op.hpp"
+#include "paro/transport/control.hpp"
 
 namespace paro::algorithms {
 
 struct HierarchicalParams {
-  RingParams ring;                      // the ring steps inside each level
-  std::size_t direct_max_bytes = 0;     // levels whose blocks are at most this exchange directly (direct.hpp)
+  RingParams ring;                       // the ring steps inside each level
+  std::size_t direct_max_bytes = 0;      // levels whose blocks are at most this exchange directly (direct.hpp)
   std::size_t pipeline_chunk_bytes = 0;  // paro_cc pipeline chunk (of the full buffer); 0: one chunk
-  bool concurrent = true;               // the backend lets lanes drive their communicators at once
-  bool overlap = true;                  // paro_cc; false: paro_seq
+  bool concurrent = true;                // the backend lets lanes drive their communicators at once
+  bool overlap = true;                   // paro_cc; false: paro_seq
 };
 
 namespace hierarchical_detail {
@@ -83,7 +83,9 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
   if (hd::flat_path(h, "paro all_gather")) return level_all_gather(h.comm, buf, blocks, dt, p.ring, p.direct_max_bytes);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
-  auto shard = [&](const BlockList& piece, int u) { paro_all_gather(*h.unit, buf, hd::unit_blocks(h, piece, u), dt, below); };
+  auto shard = [&](const BlockList& piece, int u) {
+    paro_all_gather(*h.unit, buf, hd::unit_blocks(h, piece, u), dt, below);
+  };
   auto rail = [&](const BlockList& piece, auto&& after_block) {
     level_all_gather(h.rail, buf, hd::rail_blocks(h, piece), dt, p.ring, p.direct_max_bytes, after_block);
   };
@@ -134,7 +136,8 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
   };
   auto rail = [&](std::size_t k, std::size_t pieces, auto&& before_block) {
     const BlockList target = hd::piece_of(partials, k, pieces);
-    const std::size_t at = BlockLayout::balanced(static_cast<int>(pieces), partials.count(mine)).offset(static_cast<int>(k));
+    const std::size_t at =
+        BlockLayout::balanced(static_cast<int>(pieces), partials.count(mine)).offset(static_cast<int>(k));
     level_reduce_scatter(h.rail, partial, out + at * esize, target, dt, op, p.ring, p.direct_max_bytes, before_block);
   };
   if (!p.overlap) {
@@ -167,7 +170,8 @@ template <class T>
 void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t count, DataType dt, ReduceOp op,
                      const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
-  if (hd::flat_path(h, "paro all_reduce")) return level_all_reduce(h.comm, in, out, count, dt, op, p.ring, p.direct_max_bytes);
+  if (hd::flat_path(h, "paro all_reduce"))
+    return level_all_reduce(h.comm, in, out, count, dt, op, p.ring, p.direct_max_bytes);
   const std::size_t esize = size_of(dt);
   const int m = h.unit_size(), j = h.my_index;
   const ReduceOp partial_op = op == ReduceOp::avg ? ReduceOp::sum : op;

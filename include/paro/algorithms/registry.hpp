@@ -145,16 +145,14 @@ struct AlgorithmList {
   }
 
   // The formula alone, without the model's measured corrections.
-  static Prediction formula(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes,
-                            const CostShape& s) {
+  static Prediction formula(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) {
     if (s.ranks <= 1) return {m.links().step_us, 0};
     Prediction p;
     visit(a, [&](auto d) { p = decltype(d)::predict(m, c, static_cast<double>(full_bytes), s); });
     return p;
   }
 
-  static Prediction predict(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes,
-                            const CostShape& s) {
+  static Prediction predict(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) {
     Prediction p = formula(m, a, c, full_bytes, s);
     p.time_us *= m.links().correction(c, a, static_cast<double>(full_bytes));
     return p;

@@ -15,16 +15,15 @@
 #include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/dtype.hpp"
+#include "paro/core/log.hpp"
 #include "paro/core/reduce_op.hpp"
 #include "paro/core/tags.hpp"
-#include "paro/core/log.hpp"
 
 namespace paro::algorithms {
 
 struct RingParams {
   std::size_t chunk_bytes = std::size_t{1} << 20;
   std::size_t window = 4;
-
 };
 
 namespace ring_detail {
@@ -76,7 +75,8 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, 
   before_block(first_block);
   for (std::size_t c = 0; c < plan.chunks; ++c) {
     auto [off, len] = plan.piece(layout.count(first_block), c);
-    first_sends.push_back(t.isend(input + (layout.offset(first_block) + off) * esize, len * esize, right, ring_detail::tag));
+    first_sends.push_back(
+        t.isend(input + (layout.offset(first_block) + off) * esize, len * esize, right, ring_detail::tag));
   }
   std::vector<typename T::Request> recvs(window), sends(slot_count);
   auto post_recv = [&](std::size_t item) {
@@ -180,8 +180,7 @@ struct Ring {
   }
   template <class Ctx>
   static void reduce_scatter(Ctx& x, const Call& c) {
-    ring_reduce_scatter(x.comm(), c.send, c.recv, BlockLayout::uniform(x.comm().size(), c.count), c.dt, c.op,
-                        x.ring());
+    ring_reduce_scatter(x.comm(), c.send, c.recv, BlockLayout::uniform(x.comm().size(), c.count), c.dt, c.op, x.ring());
   }
 };
 

@@ -47,7 +47,8 @@ struct Fold {
 // `acc` holds the reduction of this virtual rank's range. Reads `src` for the first step (which may be
 // `acc` already, when the fold has reduced into it).
 template <class T, class Begin>
-void halve(T& t, const Fold& fold, int v, Begin begin, const char* src, char* acc, char* tmp, DataType dt, ReduceOp op) {
+void halve(T& t, const Fold& fold, int v, Begin begin, const char* src, char* acc, char* tmp, DataType dt,
+           ReduceOp op) {
   const std::size_t esize = size_of(dt);
   int lo = 0, hi = fold.p;
   for (int mask = fold.p / 2; mask >= 1; mask /= 2) {

@@ -66,14 +66,17 @@ algorithms::LinkModel calibrate(Communicator<Transport, Registry>& comm) {
   }
   const std::size_t bytes = std::size_t{8} << 20;
   std::vector<float> a(bytes / 4, 1.0f), b(bytes / 4, 2.0f), c(bytes / 4);
-  m.reduce_gbps = bytes * 8e-3 / timed(3, [&] {
-                    host_reduce(c.data(), a.data(), b.data(), a.size(), DataType::f32, ReduceOp::sum);
-                  });
+  m.reduce_gbps = bytes * 8e-3 /
+                  timed(3, [&] { host_reduce(c.data(), a.data(), b.data(), a.size(), DataType::f32, ReduceOp::sum); });
   m.copy_gbps = bytes * 8e-3 / timed(3, [&] { std::memcpy(c.data(), a.data(), bytes); });
   constexpr int lane_calls = 20;
-  m.lane_us = timed(3, [&] {
-                for (int i = 0; i < lane_calls; ++i) algorithms::run_lanes(true, {}, [] {}, [] {});
-              }) / lane_calls;
+  m.lane_us = timed(3,
+                    [&] {
+                      for (int i = 0; i < lane_calls; ++i)
+                        algorithms::run_lanes(
+                            true, {}, [] {}, [] {});
+                    }) /
+              lane_calls;
   comm.set_cost_model(algorithms::CostModel(m, comm.cost_model().bound_links()));
   // Per collective and algorithm, measured time over the formulas' at every 4x from 1 KiB to 16 MiB. Small
   // calls are repeated for about 20 ms (the same count on every rank), so that they are not one

@@ -30,8 +30,8 @@ inline BufferShape buffer_shape(Collective c, std::size_t count, int n, int r) {
 
 // Calls collective c through the public verbs.
 template <class Transport, class Registry>
-void call_collective(Communicator<Transport, Registry>& comm, Collective c, const void* send, void* recv, std::size_t count,
-                     DataType dt, ReduceOp op, Options o) {
+void call_collective(Communicator<Transport, Registry>& comm, Collective c, const void* send, void* recv,
+                     std::size_t count, DataType dt, ReduceOp op, Options o) {
   switch (c) {
     case Collective::all_reduce: return comm.all_reduce(send, recv, count, dt, op, o);
     case Collective::all_gather: return comm.all_gather(send, recv, count, dt, o);

@@ -26,13 +26,13 @@
 #include <utility>
 #include <vector>
 
-#include "paro/transport/control.hpp"
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
 #include "paro/core/log.hpp"
 #include "paro/topology/emulation.hpp"
 #include "paro/topology/topology.hpp"
 #include "paro/topology/topology_file.hpp"
+#include "paro/transport/control.hpp"
 
 namespace paro::topology {
 
@@ -133,13 +133,16 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 // The value of key on every rank, or nullopt when no rank has it; an error when only some have it.
-inline std::optional<std::vector<std::string>> everywhere(const std::vector<LocalFacts>& facts, const std::string& key) {
+inline std::optional<std::vector<std::string>> everywhere(const std::vector<LocalFacts>& facts,
+                                                          const std::string& key) {
   std::vector<std::string> values;
   std::vector<int> missing;
   for (std::size_t r = 0; r < facts.size(); ++r) {
     auto v = facts[r].get(key);
-    if (v) values.push_back(*v);
-    else missing.push_back(static_cast<int>(r));
+    if (v)
+      values.push_back(*v);
+    else
+      missing.push_back(static_cast<int>(r));
   }
   if (values.empty()) return std::nullopt;
   detail::require(missing.empty(), "topology: contradictory sources: ", key, " is set on ", values.size(),
@@ -152,7 +155,8 @@ inline int parse_index(const std::string& value, const std::string& var, std::si
   try {
     return static_cast<int>(env::parse_integer(value, var, 0, 1 << 24));
   } catch (const Error&) {
-    throw UsageError(detail::concat("topology: ", var, "='", value, "' on rank ", rank, " is not a non-negative integer"));
+    throw UsageError(
+        detail::concat("topology: ", var, "='", value, "' on rank ", rank, " is not a non-negative integer"));
   }
 }
 
@@ -161,7 +165,8 @@ inline std::pair<std::vector<std::string>, std::string> resolve_nodes(const std:
                                                                       const TopologyFile* file) {
   const std::size_t n = facts.size();
   std::vector<std::string> host(n);
-  for (std::size_t r = 0; r < n; ++r) host[r] = facts[r].get("host").value_or("?") + "#" + facts[r].get("boot").value_or("");
+  for (std::size_t r = 0; r < n; ++r)
+    host[r] = facts[r].get("host").value_or("?") + "#" + facts[r].get("boot").value_or("");
   auto plain_host = [&](std::size_t r) { return facts[r].get("host").value_or("?"); };
 
   if (file && !file->rank_hosts.empty()) {
@@ -178,8 +183,8 @@ inline std::pair<std::vector<std::string>, std::string> resolve_nodes(const std:
     for (std::size_t r = 0; r < n; ++r) {
       auto [it, fresh] = host_of_key.emplace(key[r], host[r]);
       detail::require(fresh || it->second == host[r], "topology: contradictory sources: ", source,
-                      " puts two ranks on node '", key[r], "' but they run on different hosts ('",
-                      plain_host(r), "' and another); fix the launcher variables or set PARO_TOPO_FILE");
+                      " puts two ranks on node '", key[r], "' but they run on different hosts ('", plain_host(r),
+                      "' and another); fix the launcher variables or set PARO_TOPO_FILE");
       auto kt = name_of_key.find(key[r]);
       if (kt == name_of_key.end()) {
         std::string name = plain_host(r);
@@ -198,7 +203,8 @@ inline std::pair<std::vector<std::string>, std::string> resolve_nodes(const std:
   }
   for (const char* var : launcher_nodes)
     if (auto ids = everywhere(facts, var)) return {name_by_key(*ids, var), var};
-  if (auto shared = everywhere(facts, "mpi_shared_id")) return {name_by_key(*shared, "MPI_COMM_TYPE_SHARED"), "MPI_COMM_TYPE_SHARED"};
+  if (auto shared = everywhere(facts, "mpi_shared_id"))
+    return {name_by_key(*shared, "MPI_COMM_TYPE_SHARED"), "MPI_COMM_TYPE_SHARED"};
   return {name_by_key(host, "hostname + boot id"), "hostname + boot id"};
 }
 
@@ -278,7 +284,8 @@ inline Topology resolve(const std::vector<LocalFacts>& facts, const TopologyFile
       auto it = file->hosts.find(node[r]);
       detail::require(it != file->hosts.end(), "PARO_TOPO_FILE '", file->path, "': host '", node[r], "' (rank ", r,
                       ", node from ", node_source, ") is not listed in \"hosts\"");
-      if (file->gives_switch()) t.ranks[r].switch_name = it->second.switch_name.empty() ? "switch0" : it->second.switch_name;
+      if (file->gives_switch())
+        t.ranks[r].switch_name = it->second.switch_name.empty() ? "switch0" : it->second.switch_name;
       if (file->gives_pod()) t.ranks[r].pod = it->second.pod.empty() ? "pod0" : it->second.pod;
     }
     if (file->gives_switch()) {
@@ -291,7 +298,8 @@ inline Topology resolve(const std::vector<LocalFacts>& facts, const TopologyFile
     }
   } else if (auto addr = everywhere(facts, "SLURM_TOPOLOGY_ADDR")) {
     auto patterns = everywhere(facts, "SLURM_TOPOLOGY_ADDR_PATTERN");
-    detail::require(patterns.has_value(), "topology: SLURM_TOPOLOGY_ADDR is set but SLURM_TOPOLOGY_ADDR_PATTERN is not");
+    detail::require(patterns.has_value(),
+                    "topology: SLURM_TOPOLOGY_ADDR is set but SLURM_TOPOLOGY_ADDR_PATTERN is not");
     bool has_pod = false;
     for (std::size_t r = 0; r < n; ++r) {
       const auto parts = split((*addr)[r], '.'), kinds = split((*patterns)[r], '.');
@@ -370,15 +378,15 @@ Topology discover(Transport& t, const DiscoveryOptions& options = DiscoveryOptio
     text = detail::concat("paro_local_error=topology discovery: this rank's facts take ", text.size(),
                           " bytes; at most ", block - 1, " fit\n");
   std::vector<char> all(block * static_cast<std::size_t>(t.size()), '\0');
-  std::copy(text.begin(), text.end(), all.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(t.rank())));
+  std::copy(text.begin(), text.end(),
+            all.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(t.rank())));
   control::bruck_all_gather_host(t, all.data(), block, DataType::u8);
   std::vector<LocalFacts> facts;
   for (int r = 0; r < t.size(); ++r)
     facts.push_back(LocalFacts::deserialize(std::string(all.data() + block * static_cast<std::size_t>(r))));
 
   for (std::size_t r = 0; r < facts.size(); ++r)
-    if (auto error = facts[r].get("paro_local_error"))
-      throw UsageError(detail::concat(*error, " (on rank ", r, ")"));
+    if (auto error = facts[r].get("paro_local_error")) throw UsageError(detail::concat(*error, " (on rank ", r, ")"));
   for (const char* key : {"paro_emulate", "paro_topo_file", "paro_topo_file_hash"})
     for (std::size_t r = 1; r < facts.size(); ++r)
       detail::require(facts[r].get(key) == facts[0].get(key), "topology: ranks disagree on ",

@@ -68,7 +68,9 @@ class Scopes {
 
   // The sub-communicator of scope s, or `world` for the global scope (the Communicator's own, not kept
   // here so that a Communicator stays movable).
-  Transport& transport(Scope s, Transport& world) { return s == Scope::global ? world : s == Scope::intra ? intra_ : inter_; }
+  Transport& transport(Scope s, Transport& world) {
+    return s == Scope::global ? world : s == Scope::intra ? intra_ : inter_;
+  }
 
   // The ranks that share this rank's node, switch or pod (a level the topology knows).
   Transport& level(Level l) {

@@ -21,18 +21,20 @@ struct Tuning {
   std::size_t pipeline_chunk_bytes = 0;  // PARO_CC_CHUNK: paro_cc's all-reduce pipeline chunk; 0: the cost model's
   bool lane_threads = true;              // PARO_LANES=threads (default) or inline: paro_cc's levels on threads of
                                          // their own where the backend allows, or overlapped on the caller's
-  std::size_t direct_max_bytes = algorithms::CostModel::default_direct_max_bytes;  // PARO_DIRECT_MAX: level blocks
-                                         // up to this size are exchanged directly, not in a ring
-  bool check_signatures = false;         // PARO_CHECK=1: ranks compare each call's signature first
-  std::optional<std::string> cost_file;  // PARO_COST_FILE: measured numbers for the cost model
-  std::optional<std::string> links_preset;  // PARO_LINKS: the cost model's link preset
+  std::size_t direct_max_bytes =
+      algorithms::CostModel::default_direct_max_bytes;  // PARO_DIRECT_MAX: level blocks
+                                                        // up to this size are exchanged directly, not in a ring
+  bool check_signatures = false;                        // PARO_CHECK=1: ranks compare each call's signature first
+  std::optional<std::string> cost_file;                 // PARO_COST_FILE: measured numbers for the cost model
+  std::optional<std::string> links_preset;              // PARO_LINKS: the cost model's link preset
 
   static Tuning from_env() {
     Tuning t;
     t.algorithms = env::get("PARO_ALGO").value_or("");
     t.ring.chunk_bytes = env::bytes_or("PARO_RING_CHUNK", t.ring.chunk_bytes);
     detail::require(t.ring.chunk_bytes > 0, "PARO_RING_CHUNK must be positive");
-    t.ring.window = static_cast<std::size_t>(env::integer_or("PARO_RING_WINDOW", static_cast<long>(t.ring.window), 1, 1024));
+    t.ring.window =
+        static_cast<std::size_t>(env::integer_or("PARO_RING_WINDOW", static_cast<long>(t.ring.window), 1, 1024));
     t.pipeline_chunk_bytes = env::bytes_or("PARO_CC_CHUNK", 0);
     const std::string lanes = env::get("PARO_LANES").value_or("threads");
     detail::require(lanes == "threads" || lanes == "inline", "PARO_LANES=", lanes,

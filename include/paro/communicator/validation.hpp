@@ -56,8 +56,20 @@ inline void in_place_or_disjoint(const char* what, const void* small, std::size_
 // What a rank is about to do, as PARO_CHECK compares it: the call, and the settings that cut its messages
 // (ranks must cut chunks alike).
 struct Signature {
-  enum Field { collective, scope, algorithm, count, data_type, op, ring_chunk, ring_window, pipeline_chunk, lanes,
-               direct_max, fields };
+  enum Field {
+    collective,
+    scope,
+    algorithm,
+    count,
+    data_type,
+    op,
+    ring_chunk,
+    ring_window,
+    pipeline_chunk,
+    lanes,
+    direct_max,
+    fields
+  };
   std::array<std::int64_t, fields> values{};
 };
 

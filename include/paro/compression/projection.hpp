@@ -63,16 +63,16 @@ inline void project(const ProjectionShape& s, const float* r, const float* h, st
   for (std::size_t j = 0; j < s.blocks(); ++j) {
     const std::size_t b = s.block_size(j), w = s.block_width(j);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nrows), static_cast<int>(w),
-                static_cast<int>(b), 1.0f, h + s.block_begin(j), static_cast<int>(ldh), r, static_cast<int>(w),
-                0.0f, p + p_col, static_cast<int>(ldp));
+                static_cast<int>(b), 1.0f, h + s.block_begin(j), static_cast<int>(ldh), r, static_cast<int>(w), 0.0f,
+                p + p_col, static_cast<int>(ldp));
     r += b * w;
     p_col += w;
   }
 }
 
 // nrows rows of H~ (leading dimension ldh) from P.
-inline void reconstruct(const ProjectionShape& s, const float* r, const float* p, std::size_t ldp,
-                        std::size_t nrows, float scale, float* h, std::size_t ldh) {
+inline void reconstruct(const ProjectionShape& s, const float* r, const float* p, std::size_t ldp, std::size_t nrows,
+                        float scale, float* h, std::size_t ldh) {
   if (nrows == 0) return;
   std::size_t p_col = 0;
   for (std::size_t j = 0; j < s.blocks(); ++j) {

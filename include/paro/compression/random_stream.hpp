@@ -7,8 +7,8 @@
 // Counter layout: {i / per_block (low, high 32 bits), tensor, step}; key: the 64-bit seed. A Gaussian
 // block of 4 words gives 4 normals (two Box-Muller pairs); a Rademacher block gives 128 signs.
 
-#include <Random123/boxmuller.hpp>
 #include <Random123/philox.h>
+#include <Random123/boxmuller.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -39,8 +39,8 @@ namespace stream_detail {
 using Philox = r123::Philox4x32_R<10>;
 
 inline Philox::ctr_type block_bits(const StreamKey& k, std::uint64_t block) {
-  const Philox::ctr_type counter = {{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-                                     k.tensor, k.step}};
+  const Philox::ctr_type counter = {
+      {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), k.tensor, k.step}};
   const Philox::key_type key = {{static_cast<std::uint32_t>(k.seed), static_cast<std::uint32_t>(k.seed >> 32)}};
   return Philox()(counter, key);
 }

@@ -54,26 +54,26 @@ inline ErrorRule parse_error_rule(std::string_view s) {
 }
 
 struct SeparateOptions {
-  int ratio = 32;                 // w = ceil(block columns / ratio)
-  std::size_t block_cols = 0;     // 0: the full projection; else block-diagonal with blocks of this many columns
+  int ratio = 32;              // w = ceil(block columns / ratio)
+  std::size_t block_cols = 0;  // 0: the full projection; else block-diagonal with blocks of this many columns
   Distribution distribution = Distribution::gaussian;
   std::uint64_t seed = 0x5E9A2A7E5EEDull;
   bool error_feedback = true;
-  double beta = 0.95;             // initial beta of the error rule
+  double beta = 0.95;  // initial beta of the error rule
   // The seed's rule grows the error by about beta sqrt(ratio) per step when the projection's variance
   // (about ratio ||h||^2) exceeds ||h||^2, as at ratio 32: training diverged (docs/compression.md). The
   // smoothed rule stays bounded while beta^2 + (1 - beta)^2 ratio < 1, so it is the default.
   ErrorRule error_rule = ErrorRule::smoothed;
-  std::uint32_t reset_every = 0;  // T_e: e <- 0 when step % T_e == 0; 0: never
-  bool adaptive = false;          // G-SEPARATE
+  std::uint32_t reset_every = 0;    // T_e: e <- 0 when step % T_e == 0; 0: never
+  bool adaptive = false;            // G-SEPARATE
   std::uint32_t adapt_every = 100;  // T_a
-  int min_ratio = 0;              // adaptive clamp of w, as ratios; 0: ratio / 4 (at least 2) and ratio * 4
+  int min_ratio = 0;                // adaptive clamp of w, as ratios; 0: ratio / 4 (at least 2) and ratio * 4
   int max_ratio = 0;
   double beta_min = 0.90;
   double beta_max = 0.99;
-  std::size_t min_elements = 65536;  // smaller tensors go uncompressed
+  std::size_t min_elements = 65536;               // smaller tensors go uncompressed
   std::size_t pipeline_chunk_bytes = 256 * 1024;  // all-reduce pieces overlapped with the compute; 0: one piece
-  Options collective;             // algorithm and scope of the all-reduce (or reduce-scatter) of the projections
+  Options collective;  // algorithm and scope of the all-reduce (or reduce-scatter) of the projections
 
   // The ratios the paper recommends (16, 32, 64), everything else default.
   static SeparateOptions preset(int ratio) {
@@ -275,7 +275,8 @@ class Separate {
           if (t.error.empty()) return;
           reconstruct(t.shape, randoms_[i].data(), pr, w, nr, 1.0f, estimate_.data(), t.cols);
           float* e = t.error.data() + r0 * t.cols;
-          for (std::size_t k = 0; k < nr * t.cols; ++k) e[k] = reset ? 0.0f : next_error(e[k], h[k], estimate_[k], t.beta);
+          for (std::size_t k = 0; k < nr * t.cols; ++k)
+            e[k] = reset ? 0.0f : next_error(e[k], h[k], estimate_[k], t.beta);
         });
       }
     }
@@ -315,7 +316,8 @@ class Separate {
       put(out, static_cast<std::uint64_t>(t.shape.width));
       put(out, t.beta);
       put(out, static_cast<std::uint64_t>(t.error.size()));
-      out.write(reinterpret_cast<const char*>(t.error.data()), static_cast<std::streamsize>(t.error.size() * sizeof(float)));
+      out.write(reinterpret_cast<const char*>(t.error.data()),
+                static_cast<std::streamsize>(t.error.size() * sizeof(float)));
     }
     detail::require(static_cast<bool>(out), "SEPARATE save: the stream failed while writing");
   }
@@ -379,7 +381,9 @@ class Separate {
 
   StreamKey key(TensorId id) const { return {o_.seed, tensors_[id].step, static_cast<std::uint32_t>(id)}; }
 
-  static std::size_t payload(const Tensor& t) { return t.compressed ? t.rows * t.shape.projected_cols() : t.rows * t.cols; }
+  static std::size_t payload(const Tensor& t) {
+    return t.compressed ? t.rows * t.shape.projected_cols() : t.rows * t.cols;
+  }
 
   template <class F>
   static void visit_grad(const Tensor& t, F&& f) {
@@ -419,7 +423,8 @@ class Separate {
   };
 
   std::vector<Chunk> chunks_of(const std::vector<Unit>& units, std::size_t total) const {
-    const std::size_t target = o_.pipeline_chunk_bytes == 0 ? total : std::max<std::size_t>(1, o_.pipeline_chunk_bytes / sizeof(float));
+    const std::size_t target =
+        o_.pipeline_chunk_bytes == 0 ? total : std::max<std::size_t>(1, o_.pipeline_chunk_bytes / sizeof(float));
     std::vector<Chunk> chunks;
     std::size_t begin = 0;
     for (std::size_t u = 0; u < units.size(); ++u) {

@@ -71,7 +71,9 @@ PARO_HOST_DEVICE inline std::uint16_t float_to_bfloat_bits(float f) {
   return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-PARO_HOST_DEVICE inline float bfloat_bits_to_float(std::uint16_t b) { return bits_float(static_cast<std::uint32_t>(b) << 16); }
+PARO_HOST_DEVICE inline float bfloat_bits_to_float(std::uint16_t b) {
+  return bits_float(static_cast<std::uint32_t>(b) << 16);
+}
 
 }  // namespace detail
 

@@ -31,8 +31,8 @@ inline bool enabled(Level l) { return l <= threshold(); }
 template <class... Args>
 void write(Level l, int rank, Args&&... args) {
   if (!enabled(l)) return;
-  const std::string line = detail::concat("[paro ", rank, "] ", l == Level::info ? "INFO " : "WARN ",
-                                          std::forward<Args>(args)..., '\n');
+  const std::string line =
+      detail::concat("[paro ", rank, "] ", l == Level::info ? "INFO " : "WARN ", std::forward<Args>(args)..., '\n');
   std::fputs(line.c_str(), stderr);  // one call per line, so lines of concurrent ranks do not interleave
 }
 

@@ -125,7 +125,9 @@ class PooledBuffer {
     bytes_ = bytes;
   }
   PooledBuffer(PooledBuffer&& o) noexcept
-      : pool_(o.pool_), data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
+      : pool_(o.pool_),
+        data_(std::exchange(o.data_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)),
         capacity_(std::exchange(o.capacity_, 0)) {}
   PooledBuffer& operator=(PooledBuffer&& o) noexcept {
     if (this != &o) {

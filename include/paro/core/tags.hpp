@@ -5,12 +5,12 @@
 
 namespace paro::tags {
 
-constexpr int control = 0x43;          // transport/control.hpp: control all-gather, barrier
-constexpr int direct = 0x44;           // algorithms/direct.hpp
-constexpr int ring = 0x52;             // algorithms/ring.hpp
-constexpr int tree = 0x54;             // algorithms/tree.hpp
+constexpr int control = 0x43;           // transport/control.hpp: control all-gather, barrier
+constexpr int direct = 0x44;            // algorithms/direct.hpp
+constexpr int ring = 0x52;              // algorithms/ring.hpp
+constexpr int tree = 0x54;              // algorithms/tree.hpp
 constexpr int nccl_bootstrap = 0x1dcc;  // transport/nccl.hpp: the unique id over the host transport
-constexpr int bench_trace = 0x7ace;    // paro-bench --trace: events to rank 0
-constexpr int paced_setup = 0x7e57;    // transport/paced.hpp: placing ranks on the emulated links
+constexpr int bench_trace = 0x7ace;     // paro-bench --trace: events to rank 0
+constexpr int paced_setup = 0x7e57;     // transport/paced.hpp: placing ranks on the emulated links
 
 }  // namespace paro::tags

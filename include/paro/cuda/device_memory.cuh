@@ -23,7 +23,8 @@ class DeviceMemory {
  public:
   DeviceMemory() = default;
   explicit DeviceMemory(int device)
-      : stream_(std::make_shared<Stream>(device)), done_(std::make_shared<Event>(device)),
+      : stream_(std::make_shared<Stream>(device)),
+        done_(std::make_shared<Event>(device)),
         timeout_(env::timeout_seconds()) {}
 
   int device() const { return stream_->device(); }

@@ -68,7 +68,7 @@ inline void check_launch(const char* kernel, DataType dt, std::size_t count) {
   const cudaError_t rc = cudaGetLastError();
   if (rc != cudaSuccess)
     throw BackendError(paro::detail::concat("launching the ", kernel, " kernel (", name_of(dt), ", ", count,
-                                     " elements) failed: ", cudaGetErrorName(rc), ": ", cudaGetErrorString(rc)));
+                                            " elements) failed: ", cudaGetErrorName(rc), ": ", cudaGetErrorString(rc)));
 }
 
 template <class T>
@@ -77,7 +77,9 @@ void launch_reduce(T* dst, const T* a, const T* b, std::size_t count, ReduceOp o
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg: kernels::reduce<T, ReduceOp::sum><<<blocks, threads_per_block, 0, s>>>(dst, a, b, count); break;
-    case ReduceOp::prod: kernels::reduce<T, ReduceOp::prod><<<blocks, threads_per_block, 0, s>>>(dst, a, b, count); break;
+    case ReduceOp::prod:
+      kernels::reduce<T, ReduceOp::prod><<<blocks, threads_per_block, 0, s>>>(dst, a, b, count);
+      break;
     case ReduceOp::min: kernels::reduce<T, ReduceOp::min><<<blocks, threads_per_block, 0, s>>>(dst, a, b, count); break;
     case ReduceOp::max: kernels::reduce<T, ReduceOp::max><<<blocks, threads_per_block, 0, s>>>(dst, a, b, count); break;
   }
@@ -93,7 +95,8 @@ inline void reduce_async(void* dst, const void* a, const void* b, std::size_t co
   if (count == 0) return;
   visit_data_type(dt, [&](auto tag) {
     using T = decltype(tag);
-    launch_detail::launch_reduce(static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), count, op, s);
+    launch_detail::launch_reduce(static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), count, op,
+                                 s);
   });
   launch_detail::check_launch("reduce", dt, count);
 }
@@ -122,22 +125,22 @@ inline void copy_strided_async(void* dst, std::size_t dst_stride, const void* sr
   const auto aligned = [](std::uintptr_t x) { return x % 4 == 0; };
   if (aligned(reinterpret_cast<std::uintptr_t>(d)) && aligned(reinterpret_cast<std::uintptr_t>(c)) &&
       aligned(dst_stride) && aligned(src_stride) && aligned(shard_bytes)) {
-    kernels::copy_rows<std::uint32_t><<<launch_detail::blocks_for(shard_bytes / 4 * shards),
-                                        launch_detail::threads_per_block, 0, s>>>(d, dst_stride, c, src_stride,
-                                                                                  shard_bytes, shards);
+    kernels::copy_rows<std::uint32_t>
+        <<<launch_detail::blocks_for(shard_bytes / 4 * shards), launch_detail::threads_per_block, 0, s>>>(
+            d, dst_stride, c, src_stride, shard_bytes, shards);
   } else {
-    kernels::copy_rows<std::uint8_t><<<launch_detail::blocks_for(shard_bytes * shards),
-                                       launch_detail::threads_per_block, 0, s>>>(d, dst_stride, c, src_stride,
-                                                                                 shard_bytes, shards);
+    kernels::copy_rows<std::uint8_t>
+        <<<launch_detail::blocks_for(shard_bytes * shards), launch_detail::threads_per_block, 0, s>>>(
+            d, dst_stride, c, src_stride, shard_bytes, shards);
   }
   const cudaError_t rc = cudaGetLastError();
   if (rc != cudaSuccess)
     throw BackendError(paro::detail::concat("launching the strided copy kernel (", shards, " shards of ", shard_bytes,
-                                     " bytes) failed: ", cudaGetErrorName(rc), ": ", cudaGetErrorString(rc)));
+                                            " bytes) failed: ", cudaGetErrorName(rc), ": ", cudaGetErrorString(rc)));
 }
 
-inline void pack_async(void* dst, const void* src, std::size_t src_stride, std::size_t shard_bytes,
-                       std::size_t shards, cudaStream_t s) {
+inline void pack_async(void* dst, const void* src, std::size_t src_stride, std::size_t shard_bytes, std::size_t shards,
+                       cudaStream_t s) {
   copy_strided_async(dst, shard_bytes, src, src_stride, shard_bytes, shards, s);
 }
 

@@ -104,8 +104,8 @@ inline void wait_event(const Event& ev, double timeout, const std::string& what,
     if ((spins & 255u) == 255u) {
       if (std::chrono::steady_clock::now() > deadline)
         throw TimeoutError(paro::detail::concat("timed out after ", timeout, " s waiting for ", what,
-                                   " on the GPU; a peer is stuck or did not enter the same collective "
-                                   "(PARO_TIMEOUT sets the limit)"));
+                                                " on the GPU; a peer is stuck or did not enter the same collective "
+                                                "(PARO_TIMEOUT sets the limit)"));
       std::this_thread::yield();
     }
   }

@@ -105,12 +105,16 @@ class Engine {
       scale = 1.0f / static_cast<float>(accumulation);
     } else if (s_.g == Partition::N) {
       intra_reduce_scatter(g, L);
-      if (s_.os == Partition::G) rail_reduce_scatter(g + offset(Partition::I, L), L);
-      else rail_all_reduce(g + offset(Partition::I, L), L);
+      if (s_.os == Partition::G)
+        rail_reduce_scatter(g + offset(Partition::I, L), L);
+      else
+        rail_all_reduce(g + offset(Partition::I, L), L);
       if (s_.os == Partition::N) intra_all_gather(g, L);
     } else if (s_.g == Partition::I) {
-      if (s_.os == Partition::G) rail_reduce_scatter(g, L);
-      else rail_all_reduce(g, L);
+      if (s_.os == Partition::G)
+        rail_reduce_scatter(g, L);
+      else
+        rail_all_reduce(g, L);
     }
     // The os shard of the gradients, inside whatever the accumulator holds.
     const float* shard = g + (offset(s_.os, L) - offset(s_.g, L));
@@ -126,7 +130,8 @@ class Engine {
     }
     // Rebuild the trainable parameters at p's partition.
     float* p = trainable_.data();
-    if (s_.os == Partition::G && s_.p != Partition::G) rail_all_gather(p + offset(Partition::I, L) - offset(s_.p, L), L);
+    if (s_.os == Partition::G && s_.p != Partition::G)
+      rail_all_gather(p + offset(Partition::I, L) - offset(s_.p, L), L);
     if (s_.os != Partition::N && s_.p == Partition::N) intra_all_gather(p, L);
     std::fill(grads_.begin(), grads_.end(), 0.0f);
   }
@@ -134,8 +139,10 @@ class Engine {
   // Every trainable parameter (collective; traffic of its own, outside a step's).
   std::vector<float> gather_trainable() {
     std::vector<float> out(trainable_len_);
-    if (s_.p == Partition::N) std::copy(trainable_.begin(), trainable_.end(), out.begin());
-    else gather(trainable_.data(), out.data(), trainable_len_, s_.p);
+    if (s_.p == Partition::N)
+      std::copy(trainable_.begin(), trainable_.end(), out.begin());
+    else
+      gather(trainable_.data(), out.data(), trainable_len_, s_.p);
     out.resize(sizes_.trainable);
     return out;
   }
@@ -199,7 +206,9 @@ class Engine {
     comm_.reduce_scatter(slot, slot + group_ * (L / n()), L / n(), ReduceOp::sum, rail());
   }
   void rail_all_reduce(float* slot, std::size_t L) { comm_.all_reduce(slot, slot, L / m(), ReduceOp::sum, rail()); }
-  void rail_all_gather(float* slot, std::size_t L) { comm_.all_gather(slot + group_ * (L / n()), slot, L / n(), rail()); }
+  void rail_all_gather(float* slot, std::size_t L) {
+    comm_.all_gather(slot + group_ * (L / n()), slot, L / n(), rail());
+  }
 
   // A shard stored at partition p into the full vector `full`.
   void gather(const float* shard, float* full, std::size_t L, Partition p) {

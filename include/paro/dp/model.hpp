@@ -40,8 +40,8 @@ struct Cluster {
 
   int groups() const { return ranks / group; }
   void validate() const {
-    detail::require(ranks >= 1 && group >= 1 && ranks % group == 0, "cluster of ", ranks, " ranks in groups of ",
-                    group, ": the group size must divide the rank count");
+    detail::require(ranks >= 1 && group >= 1 && ranks % group == 0, "cluster of ", ranks, " ranks in groups of ", group,
+                    ": the group size must divide the rank count");
   }
 };
 
@@ -111,8 +111,10 @@ inline Traffic traffic(const Strategy& s, const Sizes& z, const Cluster& c, int 
   const double intra_rs = spread(m, trainable) * b.grad, rail_rs = spread(k, trainable / m) * b.grad;
   if (s.g == Partition::N) {
     t.intra += intra_rs;
-    if (s.os == Partition::G) t.inter += rail_rs;
-    else t.inter += 2 * rail_rs;
+    if (s.os == Partition::G)
+      t.inter += rail_rs;
+    else
+      t.inter += 2 * rail_rs;
     if (s.os == Partition::N) t.intra += intra_rs;
   } else if (s.g == Partition::I) {
     t.inter += s.os == Partition::G ? rail_rs : 2 * rail_rs;
@@ -127,12 +129,12 @@ inline Traffic traffic(const Strategy& s, const Sizes& z, const Cluster& c, int 
 
 // The advisor's inputs: the machine and the work of one step.
 struct Machine {
-  double memory_bytes = 80e9;     // per GPU
-  double intra_bytes_per_s = 150e9;  // per rank, inside the group (NVLink class)
+  double memory_bytes = 80e9;         // per GPU
+  double intra_bytes_per_s = 150e9;   // per rank, inside the group (NVLink class)
   double inter_bytes_per_s = 12.5e9;  // per rank, between groups (a 100 Gbit/s NIC share)
-  double flops = 150e12;          // sustained per GPU
-  double tokens = 8192;           // per GPU per micro-step
-  double activation_bytes = 0;    // per GPU, besides the model state
+  double flops = 150e12;              // sustained per GPU
+  double tokens = 8192;               // per GPU per micro-step
+  double activation_bytes = 0;        // per GPU, besides the model state
 };
 
 struct Advice {
@@ -143,9 +145,9 @@ struct Advice {
   bool fits = false;
 };
 
-// Every valid strategy, those that fit first, fastest first (then least communication): t_comp = 6 Ψ' tokens A / flops (forward
-// and backward; frozen layers' forward only: 2 (Ψ - Ψ') tokens A / flops), t_comm = bytes / bandwidth
-// per link class, T = max(t_comm, t_comp).
+// Every valid strategy, those that fit first, fastest first (then least communication): t_comp = 6 Ψ' tokens A / flops
+// (forward and backward; frozen layers' forward only: 2 (Ψ - Ψ') tokens A / flops), t_comm = bytes / bandwidth per link
+// class, T = max(t_comm, t_comp).
 inline std::vector<Advice> advise(const Sizes& z, const Cluster& c, int accumulation, const Machine& mc,
                                   const ElementBytes& b = ElementBytes::mixed_precision()) {
   detail::require(z.trainable <= z.params && z.params > 0, "model of ", z.params, " parameters with ", z.trainable,

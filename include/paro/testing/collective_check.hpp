@@ -28,8 +28,8 @@ struct Case {
 };
 
 inline std::string describe(const Case& c, int ranks) {
-  return detail::concat(name_of(c.coll), " algo=", name_of(c.algo), " scope=", name_of(c.scope), " ranks=", ranks,
-                        " ", name_of(c.dt), " ", name_of(c.op), " count=", c.count,
+  return detail::concat(name_of(c.coll), " algo=", name_of(c.algo), " scope=", name_of(c.scope), " ranks=", ranks, " ",
+                        name_of(c.dt), " ", name_of(c.op), " count=", c.count,
                         c.in_place ? " in-place" : " out-of-place");
 }
 
@@ -76,14 +76,18 @@ T as_element(std::int64_t exact, ReduceOp op, int ranks) {
 
 template <class T>
 bool same(T a, T b) {
-  if constexpr (std::is_integral_v<T> || std::is_floating_point_v<T>) return a == b;
-  else return static_cast<float>(a) == static_cast<float>(b);
+  if constexpr (std::is_integral_v<T> || std::is_floating_point_v<T>)
+    return a == b;
+  else
+    return static_cast<float>(a) == static_cast<float>(b);
 }
 
 template <class T>
 T element(std::int64_t v) {
-  if constexpr (std::is_integral_v<T> || std::is_floating_point_v<T>) return static_cast<T>(v);
-  else return T(static_cast<float>(v));
+  if constexpr (std::is_integral_v<T> || std::is_floating_point_v<T>)
+    return static_cast<T>(v);
+  else
+    return T(static_cast<float>(v));
 }
 
 // Fills count elements of rank's input, starting at global element index `first`.
@@ -136,8 +140,8 @@ CheckResult check_case(Communicator<Transport, Registry>& comm, const Case& c) {
     auto check = [&](const char* what, std::size_t i, T got, T want) {
       if (same(got, want)) return;
       if (++wrong <= 3)
-        report += detail::concat(" [", what, " ", i, ": got ", static_cast<double>(static_cast<float>(got)),
-                                 " want ", static_cast<double>(static_cast<float>(want)), "]");
+        report += detail::concat(" [", what, " ", i, ": got ", static_cast<double>(static_cast<float>(got)), " want ",
+                                 static_cast<double>(static_cast<float>(want)), "]");
     };
     for (std::size_t i = 0; i < shape.out; ++i) {
       T want;

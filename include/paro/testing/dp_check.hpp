@@ -52,7 +52,8 @@ std::vector<std::string> check_strategies(Communicator<Transport>& comm, const D
   const float r = static_cast<float>(comm.rank());
   auto add_gradient = [&](int k, int a, const float* theta, const float* fixed, float* g) {
     for (std::size_t i = 0; i < c.trainable; ++i) {
-      const float target = std::sin(0.1f * static_cast<float>(i) + r + 0.3f * static_cast<float>(k) + 0.7f * static_cast<float>(a));
+      const float target =
+          std::sin(0.1f * static_cast<float>(i) + r + 0.3f * static_cast<float>(k) + 0.7f * static_cast<float>(a));
       g[i] += (1.0f + static_cast<float>(i % 7) / 7.0f) * (theta[i] - target) + 0.01f * fixed[i % c.frozen];
     }
   };
@@ -98,8 +99,8 @@ std::vector<std::string> check_strategies(Communicator<Transport>& comm, const D
     if (held.params != f.params || held.grads != f.grads || held.optimizer != f.optimizer ||
         held.gathered_params != f.gathered_params || held.full_grads != f.full_grads)
       failures.push_back(detail::concat(where, "holds ", held.params, "/", held.grads, "/", held.optimizer, "/",
-                                        held.gathered_params, "/", held.full_grads, " B; the model says ", f.params, "/",
-                                        f.grads, "/", f.optimizer, "/", f.gathered_params, "/", f.full_grads));
+                                        held.gathered_params, "/", held.full_grads, " B; the model says ", f.params,
+                                        "/", f.grads, "/", f.optimizer, "/", f.gathered_params, "/", f.full_grads));
     const std::vector<float> final_params = e.gather_trainable();
     take_traffic();
     const double d = relative_difference(final_params, reference);

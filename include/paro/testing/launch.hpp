@@ -27,8 +27,8 @@
 #include "paro/transport/mpi.hpp"
 #endif
 #ifdef PARO_HAVE_CUDA
-#include "paro/transport/threads_cuda.cuh"
 #include "paro/transport/nccl.hpp"
+#include "paro/transport/threads_cuda.cuh"
 #endif
 
 namespace paro::testing {
@@ -89,10 +89,10 @@ struct LaunchOptions {
   // count 2 nodes (nodes=2), else one node. With link keys in it, host backends' messages take the
   // emulated links' time (paced::Transport); without, they pass straight through.
   std::string emulate;
-  bool trace = false;             // host backends: record every message (paced::TraceLog)
-  CommunicatorConfig config;      // its discovery.emulate is set from emulate
-  std::string program = "paro";   // the tool, for errors such as "this paro-bench was built without MPI"
-  int* argc = nullptr;            // mpi: the command line for MPI_Init
+  bool trace = false;            // host backends: record every message (paced::TraceLog)
+  CommunicatorConfig config;     // its discovery.emulate is set from emulate
+  std::string program = "paro";  // the tool, for errors such as "this paro-bench was built without MPI"
+  int* argc = nullptr;           // mpi: the command line for MPI_Init
   char*** argv = nullptr;
 };
 
@@ -165,9 +165,8 @@ auto launch(const LaunchOptions& o, Body&& body) {
     return rank_0_of(run_on_thread_ranks<DeviceThreads>(o.thread_ranks, config, body));
   if (o.backend == "nccl") {
 #ifdef PARO_HAVE_MPI
-    return run_on_mpi_rank<Result>(o, config, body, [](mpi::Transport& host) {
-      return nccl::Transport::bootstrap(host, nccl::local_device());
-    });
+    return run_on_mpi_rank<Result>(
+        o, config, body, [](mpi::Transport& host) { return nccl::Transport::bootstrap(host, nccl::local_device()); });
 #else  // one process: a GPU per thread rank
     return rank_0_of(run_on_thread_ranks(o.thread_ranks, config, body, [](threads::Transport& host) {
       return nccl::Transport::bootstrap(host, host.rank());

@@ -28,8 +28,7 @@ struct SeparateCase {
 inline std::string describe(const SeparateCase& c, int ranks) {
   return detail::concat("SEPARATE ", c.sharded ? "reduce_scatter" : "all_reduce", " algo=", name_of(c.algo),
                         " scope=", name_of(c.scope), " ranks=", ranks, " ", name_of(c.dt), " block_cols=", c.block_cols,
-                        " pipeline_chunk_bytes=", c.pipeline_chunk_bytes,
-                        " error_rule=", name_of(c.error_rule));
+                        " pipeline_chunk_bytes=", c.pipeline_chunk_bytes, " error_rule=", name_of(c.error_rule));
 }
 
 // Scope rank m's gradient element i of tensor t at step s.
@@ -55,9 +54,12 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
   Separate sep(o);
   // A compressed matrix, then a vector and a small matrix (< 200 elements up to 16 ranks) that stay
   // uncompressed; rows divisible by n.
-  struct Shape { std::size_t rows, cols; };
+  struct Shape {
+    std::size_t rows, cols;
+  };
   const std::vector<Shape> shapes = {{c.rows_per_rank * un, 40}, {1, 10 * un}, {2 * un, 5}};
-  for (std::size_t t = 0; t < shapes.size(); ++t) sep.add("t" + std::to_string(t), shapes[t].rows, shapes[t].cols, c.dt);
+  for (std::size_t t = 0; t < shapes.size(); ++t)
+    sep.add("t" + std::to_string(t), shapes[t].rows, shapes[t].cols, c.dt);
   std::vector<std::string> failures;
   auto fail = [&](auto&&... what) {
     if (failures.size() < 8) failures.push_back(detail::concat(describe(c, n), " rank ", me, ": ", what...));

@@ -226,8 +226,8 @@ std::vector<int> gather_ids(T& t, int id) {
   mine.upload(&id);
   std::vector<typename T::Request> requests;
   for (int p = 0; p < n; ++p)
-    requests.push_back(t.irecv(static_cast<char*>(all.data()) + sizeof(int) * static_cast<std::size_t>(p), sizeof(int),
-                               p, data_tag));
+    requests.push_back(
+        t.irecv(static_cast<char*>(all.data()) + sizeof(int) * static_cast<std::size_t>(p), sizeof(int), p, data_tag));
   for (int p = 0; p < n; ++p) requests.push_back(t.isend(mine.data(), sizeof(int), p, data_tag));
   t.wait_all(requests);
   const std::vector<unsigned char> bytes = all.download();
@@ -286,13 +286,17 @@ void check_splits(T& t, Report& report) {
   std::vector<int> ranks(static_cast<std::size_t>(n));
   for (int p = 0; p < n; ++p) ranks[static_cast<std::size_t>(p)] = p;
   report.section("split by parity");
-  check_split(t, ranks, [](int p) { return p % 2; }, [](int p) { return p; }, report);
+  check_split(
+      t, ranks, [](int p) { return p % 2; }, [](int p) { return p; }, report);
   report.section("split with reversed keys and ties");
-  Split<T> reversed = check_split(t, ranks, [](int) { return 0; }, [n](int p) { return (n - p) / 2; }, report);
+  Split<T> reversed = check_split(
+      t, ranks, [](int) { return 0; }, [n](int p) { return (n - p) / 2; }, report);
   report.section("split leaving ranks alone (color r % 3, none for r % 3 == 2)");
-  check_split(t, ranks, [](int p) { return p % 3 == 2 ? -1 : p % 3; }, [](int p) { return -p; }, report);
+  check_split(
+      t, ranks, [](int p) { return p % 3 == 2 ? -1 : p % 3; }, [](int p) { return -p; }, report);
   report.section("split of a split");
-  check_split(reversed.t, reversed.ids, [](int p) { return p % 2; }, [](int p) { return -p; }, report);
+  check_split(
+      reversed.t, reversed.ids, [](int p) { return p % 2; }, [](int p) { return -p; }, report);
 }
 
 // A split with the parent's members: the same peers and tag on both, posted crosswise (the split's

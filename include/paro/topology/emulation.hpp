@@ -36,7 +36,8 @@ struct EmulationSpec {
   std::optional<int> rank_count() const {
     if (ranks_per_node.empty()) return std::nullopt;
     long long total = 0;
-    if (ranks_per_node.size() == 1) total = static_cast<long long>(ranks_per_node[0]) * total_nodes();
+    if (ranks_per_node.size() == 1)
+      total = static_cast<long long>(ranks_per_node[0]) * total_nodes();
     else
       for (int c : ranks_per_node) total += c;
     detail::require(total <= (1 << 24), "PARO_EMULATE='", text, "' describes more than 2^24 ranks");
@@ -48,9 +49,9 @@ struct EmulationSpec {
     s.text = std::string(text);
     auto fail = [&](const std::string& why) {
       throw UsageError(detail::concat("PARO_EMULATE='", text, "': ", why,
-                                 "; form: pods=P,switches=S,nodes=N,ranks=R[,order=block|cyclic] (R may be a "
-                                 "':'-separated list, one count per node) and optional link keys "
-                                 "intra_gbps intra_us inter_gbps inter_us nic=shared|per_rank"));
+                                      "; form: pods=P,switches=S,nodes=N,ranks=R[,order=block|cyclic] (R may be a "
+                                      "':'-separated list, one count per node) and optional link keys "
+                                      "intra_gbps intra_us inter_gbps inter_us nic=shared|per_rank"));
     };
     std::size_t start = 0;
     while (start < text.size()) {
@@ -70,9 +71,12 @@ struct EmulationSpec {
         }
         return 0;
       };
-      if (key == "pods") s.pods = count(value);
-      else if (key == "switches") s.switches = count(value);
-      else if (key == "nodes") s.nodes = count(value);
+      if (key == "pods")
+        s.pods = count(value);
+      else if (key == "switches")
+        s.switches = count(value);
+      else if (key == "nodes")
+        s.nodes = count(value);
       else if (key == "ranks") {
         for (std::size_t p = 0; p <= value.size();) {
           std::size_t q = value.find(':', p);
@@ -81,8 +85,10 @@ struct EmulationSpec {
           p = q + 1;
         }
       } else if (key == "order") {
-        if (value == "cyclic") s.cyclic = true;
-        else if (value != "block") fail(detail::concat("order='", value, "' is not one of: block cyclic"));
+        if (value == "cyclic")
+          s.cyclic = true;
+        else if (value != "block")
+          fail(detail::concat("order='", value, "' is not one of: block cyclic"));
       } else if (key == "intra_gbps" || key == "intra_us" || key == "inter_gbps" || key == "inter_us") {
         double number = 0;
         try {
@@ -104,10 +110,10 @@ struct EmulationSpec {
                             "inter_gbps inter_us nic"));
       }
     }
-    if (static_cast<long long>(s.pods) * s.switches * s.nodes > (1 << 20))
-      fail("more than 2^20 nodes");
+    if (static_cast<long long>(s.pods) * s.switches * s.nodes > (1 << 20)) fail("more than 2^20 nodes");
     if (s.ranks_per_node.size() > 1 && static_cast<int>(s.ranks_per_node.size()) != s.total_nodes())
-      fail(detail::concat("ranks lists ", s.ranks_per_node.size(), " counts but there are ", s.total_nodes(), " nodes"));
+      fail(
+          detail::concat("ranks lists ", s.ranks_per_node.size(), " counts but there are ", s.total_nodes(), " nodes"));
     return s;
   }
 

@@ -35,7 +35,8 @@ struct GroupSpec {
     try {
       size = env::parse_integer(text, "PARO_GROUP", 1, 1 << 24);
     } catch (const Error&) {
-      throw UsageError(detail::concat("PARO_GROUP='", text, "': unknown grouping; allowed: node switch pod, or a group size"));
+      throw UsageError(
+          detail::concat("PARO_GROUP='", text, "': unknown grouping; allowed: node switch pod, or a group size"));
     }
     return custom(static_cast<int>(size), allow_uneven);
   }
@@ -72,7 +73,8 @@ struct Groups {
       detail::require(topo.knows(*spec.level) || *spec.level == Level::node, "grouping by ", name_of(*spec.level),
                       ": no source described the ", name_of(*spec.level),
                       " level (give PARO_TOPO_FILE, SLURM_TOPOLOGY_ADDR or PARO_EMULATE), so all ranks would form "
-                      "one group; ask for that with PARO_GROUP=", n, " if it is what you want");
+                      "one group; ask for that with PARO_GROUP=",
+                      n, " if it is what you want");
       std::map<std::string, int> group_of_name;
       for (int r : order) {
         const std::string& name = topo.ranks[static_cast<std::size_t>(r)].name_at(*spec.level);
@@ -84,7 +86,8 @@ struct Groups {
       const int size = spec.custom_size;
       detail::require(size >= 1 && size <= n, "PARO_GROUP=", size, ": a group size must be in [1, ", n, "]");
       detail::require(n % size == 0 || spec.allow_uneven, "PARO_GROUP=", size, " does not divide ", n,
-                      " ranks; allowed: a divisor of ", n, " (", divisors(n), "), node, switch or pod, or set "
+                      " ranks; allowed: a divisor of ", n, " (", divisors(n),
+                      "), node, switch or pod, or set "
                       "PARO_GROUP_UNEVEN=1 for a smaller last group");
       for (int i = 0; i < n; ++i) {
         if (i % size == 0) g.members.emplace_back();

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <tuple>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "paro/core/error.hpp"
@@ -61,10 +61,10 @@ inline NicModel parse_nic_model(std::string_view s, std::string_view where) {
 }
 
 struct Topology {
-  std::vector<RankPlace> ranks;                // by communicator rank
-  std::map<std::string, std::string> sources;  // fact ("node", "local", "switch", "pod") -> where it came from
-  std::map<Level, LinkSpec> links;             // per level, where a topology file or PARO_EMULATE gave them
-  std::optional<NicModel> nic;                 // where a topology file or PARO_EMULATE said
+  std::vector<RankPlace> ranks;                     // by communicator rank
+  std::map<std::string, std::string> sources;       // fact ("node", "local", "switch", "pod") -> where it came from
+  std::map<Level, LinkSpec> links;                  // per level, where a topology file or PARO_EMULATE gave them
+  std::optional<NicModel> nic;                      // where a topology file or PARO_EMULATE said
   std::vector<Level> known_levels = {Level::node};  // levels some source described (node always)
 
   int size() const { return static_cast<int>(ranks.size()); }
@@ -111,8 +111,8 @@ struct Topology {
     for (auto& [node, list] : locals) {
       std::sort(list.begin(), list.end());
       for (std::size_t i = 0; i < list.size(); ++i)
-        detail::require(list[i] == static_cast<int>(i), "topology: local indices on node '", node,
-                        "' are not 0..", list.size() - 1, " (local index from ", source("local"), ")");
+        detail::require(list[i] == static_cast<int>(i), "topology: local indices on node '", node, "' are not 0..",
+                        list.size() - 1, " (local index from ", source("local"), ")");
     }
   }
 

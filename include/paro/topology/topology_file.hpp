@@ -75,12 +75,13 @@ struct TopologyFile {
         }
       }
       throw UsageError(detail::concat("PARO_TOPO_FILE '", path, "': line ", line, ", column ", column,
-                                 ": not valid JSON (", e.what(), ")"));
+                                      ": not valid JSON (", e.what(), ")"));
     }
     TopologyFile f;
     f.path = path;
     f.content_hash = std::hash<std::string>{}(text);
-    if (!doc.is_object()) fail("top level", "expected an object with \"hosts\" (and optional \"ranks\", \"links\", \"nic\")");
+    if (!doc.is_object())
+      fail("top level", "expected an object with \"hosts\" (and optional \"ranks\", \"links\", \"nic\")");
     for (auto& [key, value] : doc.items())
       if (key != "hosts" && key != "ranks" && key != "links" && key != "nic")
         fail(key, "unknown field; allowed: hosts ranks links nic");
@@ -92,7 +93,8 @@ struct TopologyFile {
       const std::string where = detail::concat("hosts[", i, "]");
       if (!h.is_object()) fail(where, "expected an object");
       for (auto& [key, value] : h.items())
-        if (key != "name" && key != "switch" && key != "pod") fail(where + "." + key, "unknown field; allowed: name switch pod");
+        if (key != "name" && key != "switch" && key != "pod")
+          fail(where + "." + key, "unknown field; allowed: name switch pod");
       for (const char* key : {"name", "switch", "pod"})
         if (h.contains(key) && !h[key].is_string()) fail(where + "." + key, "expected a string");
       if (!h.contains("name") || h["name"].get<std::string>().empty()) fail(where + ".name", "missing host name");
@@ -130,9 +132,12 @@ struct TopologyFile {
         for (auto& [field, number] : value.items()) {
           if (!number.is_number() || number.get<double>() < 0)
             fail("links." + key + "." + field, "expected a non-negative number");
-          if (field == "gbps") spec.gbps = number.get<double>();
-          else if (field == "latency_us") spec.latency_us = number.get<double>();
-          else fail("links." + key + "." + field, "unknown field; allowed: gbps latency_us");
+          if (field == "gbps")
+            spec.gbps = number.get<double>();
+          else if (field == "latency_us")
+            spec.latency_us = number.get<double>();
+          else
+            fail("links." + key + "." + field, "unknown field; allowed: gbps latency_us");
         }
         f.links[*level] = spec;
       }
@@ -141,7 +146,7 @@ struct TopologyFile {
 #else
     (void)text;
     throw UsageError(detail::concat("PARO_TOPO_FILE '", path,
-                               "': reading topology files needs nlohmann-json (Debian: nlohmann-json3-dev)"));
+                                    "': reading topology files needs nlohmann-json (Debian: nlohmann-json3-dev)"));
 #endif
   }
 

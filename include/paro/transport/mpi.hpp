@@ -204,10 +204,10 @@ class Transport : public HostMemory {
               MPI_Request_free(&q);
             }
           throw TimeoutError(paro::detail::concat("rank ", rank_, ": timed out after ", timeout_, " s waiting for ",
-                                           r.is_send ? "a send to" : "a message from", " rank ", r.peer, " (",
-                                           r.bytes, " bytes, tag ", r.tag,
-                                           "); a peer is stuck or did not enter the same collective "
-                                           "(PARO_TIMEOUT sets the limit)"));
+                                                  r.is_send ? "a send to" : "a message from", " rank ", r.peer, " (",
+                                                  r.bytes, " bytes, tag ", r.tag,
+                                                  "); a peer is stuck or did not enter the same collective "
+                                                  "(PARO_TIMEOUT sets the limit)"));
         }
         std::this_thread::yield();
       }
@@ -225,8 +225,8 @@ class Transport : public HostMemory {
         pieces_match &= static_cast<std::size_t>(n) == std::min(detail::max_piece, r.bytes - offset);
         offset += detail::max_piece;
       }
-      paro::detail::require(received == r.bytes && pieces_match, "rank ", rank_, ": message size mismatch on tag ", r.tag,
-                            ": rank ", r.peer, " sent ", received, " bytes, expected ", r.bytes,
+      paro::detail::require(received == r.bytes && pieces_match, "rank ", rank_, ": message size mismatch on tag ",
+                            r.tag, ": rank ", r.peer, " sent ", received, " bytes, expected ", r.bytes,
                             " (do all ranks call the same collective with the same count and type?)");
     }
     r.pieces.clear();

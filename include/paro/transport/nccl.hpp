@@ -85,8 +85,10 @@ struct Comm {
   bool failed = false;
   ~Comm() {
     if (!comm) return;
-    if (failed) ncclCommAbort(comm);
-    else ncclCommDestroy(comm);
+    if (failed)
+      ncclCommAbort(comm);
+    else
+      ncclCommDestroy(comm);
   }
 };
 
@@ -161,10 +163,11 @@ class Transport {
     if (!r.completion) return;
     if (!r.completion->event) issue_recorded();
     guarded([&] {
-      cuda::wait_event(*r.completion->event, timeout_,
-                       paro::detail::concat("rank ", rank_, ": ", r.is_send ? "a send to rank " : "a message from rank ",
-                                            r.peer, " (", r.bytes, " bytes, tag ", r.tag, ")"),
-                       [&] { check_async_error(); });
+      cuda::wait_event(
+          *r.completion->event, timeout_,
+          paro::detail::concat("rank ", rank_, ": ", r.is_send ? "a send to rank " : "a message from rank ", r.peer,
+                               " (", r.bytes, " bytes, tag ", r.tag, ")"),
+          [&] { check_async_error(); });
     });
     r.completion.reset();
   }
@@ -190,7 +193,9 @@ class Transport {
 
   // Local steps in device memory, on this communicator's stream (after its messages).
   cuda::DeviceBuffer allocate(std::size_t bytes) const { return memory_.allocate(bytes); }
-  void copy(void* dst, const void* src, std::size_t bytes) { local([&] { memory_.copy(dst, src, bytes); }); }
+  void copy(void* dst, const void* src, std::size_t bytes) {
+    local([&] { memory_.copy(dst, src, bytes); });
+  }
   void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dt, ReduceOp op) {
     local([&] { memory_.reduce(dst, a, b, count, dt, op); });
   }
@@ -208,7 +213,8 @@ class Transport {
     if (op == ReduceOp::avg) divide(recv, count, dt, size_);
   }
   void native_all_gather(const void* send, void* recv, std::size_t count, DataType dt) {
-    collective("ncclAllGather", [&] { return ncclAllGather(send, recv, count, detail::nccl_type(dt), comm(), stream()); });
+    collective("ncclAllGather",
+               [&] { return ncclAllGather(send, recv, count, detail::nccl_type(dt), comm(), stream()); });
   }
   void native_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
     collective("ncclReduceScatter", [&] {
@@ -235,7 +241,8 @@ class Transport {
   Request post(void* buf, std::size_t bytes, int peer, int tag, bool is_send) {
     const char* what = is_send ? "isend" : "irecv";
     paro::detail::require(comm() != nullptr, what, " on an empty nccl communicator (split with a negative color)");
-    paro::detail::require(peer >= 0 && peer < size_, what, ": peer ", peer, " is outside the communicator [0, ", size_, ")");
+    paro::detail::require(peer >= 0 && peer < size_, what, ": peer ", peer, " is outside the communicator [0, ", size_,
+                          ")");
     paro::detail::require(tag >= 0, what, ": tag ", tag, " is negative; tags are >= 0");
     auto completion = std::make_shared<detail::Completion>();
     recorded_.push_back({buf, bytes, peer, is_send, completion});

@@ -48,8 +48,8 @@ inline std::int64_t now_ns() {
 
 // One message as the links carried it.
 struct TraceEvent {
-  int rank, peer;      // world ranks
-  bool inter;          // crossed nodes
+  int rank, peer;  // world ranks
+  bool inter;      // crossed nodes
   std::size_t bytes;
   std::int64_t start_ns, end_ns;
 };
@@ -104,7 +104,8 @@ class SharedClocks {
     }
     void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (p == MAP_FAILED) throw BackendError(paro::detail::concat("paced transport: cannot map shared memory '", name, "'"));
+    if (p == MAP_FAILED)
+      throw BackendError(paro::detail::concat("paced transport: cannot map shared memory '", name, "'"));
     clocks_ = static_cast<Clocks*>(p);  // a fresh segment is zero-filled: unlocked, every link free
   }
   SharedClocks(const SharedClocks&) = delete;
@@ -164,7 +165,7 @@ class Transport {
     typename Inner::Request header, payload;
     std::unique_ptr<std::int64_t> finish_ns;  // receives: arrives in the header
     std::int64_t sender_done_ns = 0;          // sends: when the last byte has left
-    TraceEvent unpaced;                        // sends when only tracing: timed by wait
+    TraceEvent unpaced;                       // sends when only tracing: timed by wait
     bool traced_on_wait = false;
   };
 
@@ -218,11 +219,12 @@ class Transport {
     }
     const bool crosses = inter(from, to);
     const LinkSpec& link = crosses ? fabric_->spec.inter : fabric_->spec.intra;
-    const std::int64_t busy = link.gbps > 0 ? static_cast<std::int64_t>(static_cast<double>(bytes) * 8.0 / link.gbps) : 0;
+    const std::int64_t busy =
+        link.gbps > 0 ? static_cast<std::int64_t>(static_cast<double>(bytes) * 8.0 / link.gbps) : 0;
     const std::int64_t now = now_ns();
-    const std::int64_t start =
-        crosses ? fabric_->clocks->book(fabric_->nic_tx(from), fabric_->nic_rx(to), now, busy)
-                : fabric_->clocks->book(fabric_->intra_tx(from), fabric_->intra_rx(to), now, busy);
+    const std::int64_t start = crosses
+                                   ? fabric_->clocks->book(fabric_->nic_tx(from), fabric_->nic_rx(to), now, busy)
+                                   : fabric_->clocks->book(fabric_->intra_tx(from), fabric_->intra_rx(to), now, busy);
     r.sender_done_ns = start + busy;
     r.finish_ns = std::make_unique<std::int64_t>(start + busy + static_cast<std::int64_t>(link.latency_us * 1e3));
     if (fabric_->trace) TraceLog::process().record({from, to, crosses, bytes, start, *r.finish_ns});
@@ -271,7 +273,8 @@ class Transport {
     members[static_cast<std::size_t>(r)] = world(rank());
     for (int step = 0; step + 1 < n; ++step) {
       const int send_slot = ((r - step) % n + n) % n, recv_slot = ((r - step - 1) % n + n) % n;
-      auto q = sub.irecv(&members[static_cast<std::size_t>(recv_slot)], sizeof(int), (r - 1 + n) % n, detail::setup_tag);
+      auto q =
+          sub.irecv(&members[static_cast<std::size_t>(recv_slot)], sizeof(int), (r - 1 + n) % n, detail::setup_tag);
       auto s = sub.isend(&members[static_cast<std::size_t>(send_slot)], sizeof(int), (r + 1) % n, detail::setup_tag);
       sub.wait(q);
       sub.wait(s);

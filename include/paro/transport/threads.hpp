@@ -76,7 +76,8 @@ struct World {
   void throw_if_aborted(int world_rank) {
     if (!aborted.load(std::memory_order_acquire)) return;
     std::lock_guard<std::mutex> lock(abort_mutex);
-    throw PeerFailure(paro::detail::concat("rank ", world_rank, ": stopped because another rank failed: ", abort_reason));
+    throw PeerFailure(
+        paro::detail::concat("rank ", world_rank, ": stopped because another rank failed: ", abort_reason));
   }
 };
 
@@ -278,16 +279,15 @@ class BasicTransport : public Memory {
       g.world->throw_if_aborted(world_rank());
       if (detail::Clock::now() > deadline)
         throw TimeoutError(paro::detail::concat("rank ", rank_, ": timed out after ", g.world->timeout,
-                                         " s in split(): not every rank of the communicator called it "
-                                         "(PARO_TIMEOUT sets the limit)"));
+                                                " s in split(): not every rank of the communicator called it "
+                                                "(PARO_TIMEOUT sets the limit)"));
       g.split_cv.wait_for(lock, std::chrono::milliseconds(20));
     }
     BasicTransport result;
     if (color >= 0) {
       auto group = round.groups.at(color);
       const auto& members = group->world_ranks;
-      const int new_rank =
-          static_cast<int>(std::find(members.begin(), members.end(), world_rank()) - members.begin());
+      const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), world_rank()) - members.begin());
       result = BasicTransport(std::move(group), new_rank, this->for_split());
     }
     if (++round.departed == g.size()) g.split_rounds.erase(round_id);
@@ -331,8 +331,10 @@ class BasicTransport : public Memory {
               return;
             }
         };
-        if (s->is_send) erase_from(s->queued_in->sends);
-        else erase_from(s->queued_in->recvs);
+        if (s->is_send)
+          erase_from(s->queued_in->sends);
+        else
+          erase_from(s->queued_in->recvs);
       }
       while (!removed && !s->done.load(std::memory_order_acquire)) std::this_thread::yield();
     }
@@ -366,8 +368,9 @@ class BasicTransport : public Memory {
       world.throw_if_aborted(world_rank());
       if (detail::Clock::now() > deadline) {
         throw TimeoutError(paro::detail::concat(
-            "rank ", rank_, ": timed out after ", world.timeout, " s waiting for ", s.is_send ? "rank " : "a message from rank ",
-            s.peer, s.is_send ? " to receive " : " (", s.bytes, " bytes", s.is_send ? "" : ")", " on tag ", s.tag,
+            "rank ", rank_, ": timed out after ", world.timeout, " s waiting for ",
+            s.is_send ? "rank " : "a message from rank ", s.peer, s.is_send ? " to receive " : " (", s.bytes, " bytes",
+            s.is_send ? "" : ")", " on tag ", s.tag,
             "; a peer is stuck or did not enter the same collective (PARO_TIMEOUT sets the limit)"));
       }
       bell.cv.wait_until(lock, std::min(deadline, detail::Clock::now() + std::chrono::milliseconds(100)));
@@ -435,7 +438,8 @@ void run_with(int n, MakeMemory&& make_memory, Fn&& fn) {
 // Runs fn(Transport) on n threads over host memory.
 template <class Fn>
 void run(int n, Fn&& fn) {
-  run_with(n, [](int) { return HostMemory{}; }, std::forward<Fn>(fn));
+  run_with(
+      n, [](int) { return HostMemory{}; }, std::forward<Fn>(fn));
 }
 
 }  // namespace paro::threads

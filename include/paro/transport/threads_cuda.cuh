@@ -21,7 +21,8 @@ template <class Fn>
 void run_on_devices(int n, Fn&& fn) {
   const int gpus = cuda::device_count();
   paro::detail::require(gpus > 0, "threads::run_on_devices: no usable GPU (", cuda::device_census().why_none, ")");
-  run_with(n, [gpus](int rank) { return cuda::DeviceMemory(rank % gpus); }, std::forward<Fn>(fn));
+  run_with(
+      n, [gpus](int rank) { return cuda::DeviceMemory(rank % gpus); }, std::forward<Fn>(fn));
 }
 
 }  // namespace paro::threads

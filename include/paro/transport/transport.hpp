@@ -62,35 +62,47 @@ T& self();
 template <class T>
 const T& const_self();
 
-template <class T> using request = typename T::Request;
-template <class T> using rank = decltype(const_self<T>().rank());
-template <class T> using size = decltype(const_self<T>().size());
-template <class T> using isend = decltype(self<T>().isend(std::declval<const void*>(), std::size_t{}, 0, 0));
-template <class T> using irecv = decltype(self<T>().irecv(std::declval<void*>(), std::size_t{}, 0, 0));
-template <class T> using wait = decltype(self<T>().wait(std::declval<typename T::Request&>()));
-template <class T> using wait_all = decltype(self<T>().wait_all(std::declval<std::vector<typename T::Request>&>()));
-template <class T> using split = std::enable_if_t<std::is_same_v<decltype(self<T>().split(0, 0)), T>>;
-template <class T> using allocate = decltype(self<T>().allocate(std::size_t{}).data());
+template <class T>
+using request = typename T::Request;
+template <class T>
+using rank = decltype(const_self<T>().rank());
+template <class T>
+using size = decltype(const_self<T>().size());
+template <class T>
+using isend = decltype(self<T>().isend(std::declval<const void*>(), std::size_t{}, 0, 0));
+template <class T>
+using irecv = decltype(self<T>().irecv(std::declval<void*>(), std::size_t{}, 0, 0));
+template <class T>
+using wait = decltype(self<T>().wait(std::declval<typename T::Request&>()));
+template <class T>
+using wait_all = decltype(self<T>().wait_all(std::declval<std::vector<typename T::Request>&>()));
+template <class T>
+using split = std::enable_if_t<std::is_same_v<decltype(self<T>().split(0, 0)), T>>;
+template <class T>
+using allocate = decltype(self<T>().allocate(std::size_t{}).data());
 template <class T>
 using copy = decltype(self<T>().copy(std::declval<void*>(), std::declval<const void*>(), std::size_t{}));
 template <class T>
 using reduce = decltype(self<T>().reduce(std::declval<void*>(), std::declval<const void*>(),
                                          std::declval<const void*>(), std::size_t{}, DataType{}, ReduceOp{}));
-template <class T> using divide = decltype(self<T>().divide(std::declval<void*>(), std::size_t{}, DataType{}, 0));
+template <class T>
+using divide = decltype(self<T>().divide(std::declval<void*>(), std::size_t{}, DataType{}, 0));
 template <class T>
 using upload = decltype(self<T>().upload(std::declval<void*>(), std::declval<const void*>(), std::size_t{}));
 template <class T>
 using download = decltype(self<T>().download(std::declval<void*>(), std::declval<const void*>(), std::size_t{}));
-template <class T> using concurrent_use = decltype(bool{const_self<T>().concurrent_use()});
-template <class T> using name = decltype(static_cast<const char*>(T::name));
-template <class T> using has_native_collectives = decltype(bool{T::has_native_collectives});
+template <class T>
+using concurrent_use = decltype(bool{const_self<T>().concurrent_use()});
+template <class T>
+using name = decltype(static_cast<const char*>(T::name));
+template <class T>
+using has_native_collectives = decltype(bool{T::has_native_collectives});
 
 template <class T>
-inline constexpr bool all_members = has<request, T> && has<rank, T> && has<size, T> && has<isend, T> &&
-                                    has<irecv, T> && has<wait, T> && has<wait_all, T> && has<split, T> &&
-                                    has<allocate, T> && has<copy, T> && has<reduce, T> && has<divide, T> &&
-                                    has<upload, T> && has<download, T> && has<concurrent_use, T> &&
-                                    has<name, T> && has<has_native_collectives, T>;
+inline constexpr bool all_members =
+    has<request, T>&& has<rank, T>&& has<size, T>&& has<isend, T>&& has<irecv, T>&& has<wait, T>&& has<wait_all, T>&&
+        has<split, T>&& has<allocate, T>&& has<copy, T>&& has<reduce, T>&& has<divide, T>&& has<upload, T>&&
+            has<download, T>&& has<concurrent_use, T>&& has<name, T>&& has<has_native_collectives, T>;
 
 template <class T>
 constexpr bool check() {
@@ -104,8 +116,9 @@ constexpr bool check() {
   static_assert(has<split, T>, "paro Transport: T has no `T split(int color, int key)` returning T");
   static_assert(has<allocate, T>, "paro Transport: T has no `Buffer allocate(size_t)` with `Buffer::data()`");
   static_assert(has<copy, T>, "paro Transport: T has no `void copy(void* dst, const void* src, size_t)`");
-  static_assert(has<reduce, T>, "paro Transport: T has no `void reduce(void* dst, const void* a, const void* b, "
-                                "size_t count, DataType, ReduceOp)`");
+  static_assert(has<reduce, T>,
+                "paro Transport: T has no `void reduce(void* dst, const void* a, const void* b, "
+                "size_t count, DataType, ReduceOp)`");
   static_assert(has<divide, T>, "paro Transport: T has no `void divide(void* buf, size_t count, DataType, int)`");
   static_assert(has<upload, T>, "paro Transport: T has no `void upload(void* dst, const void* host, size_t)`");
   static_assert(has<download, T>, "paro Transport: T has no `void download(void* host, const void* src, size_t)`");
