@@ -252,7 +252,7 @@ class Bench {
   std::vector<paro::paced::TraceEvent> gather_events(const std::vector<paro::paced::TraceEvent>& mine) {
     using Event = paro::paced::TraceEvent;
     Transport& t = comm_.transport();
-    constexpr int tag = 0x7ace;
+    constexpr int tag = paro::tags::bench_trace;
     std::uint64_t count = mine.size();
     if (t.rank() != 0) {
       auto a = t.isend(&count, sizeof count, 0, tag);
