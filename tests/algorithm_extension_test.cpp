@@ -49,15 +49,10 @@ using WithDirect = paro::algorithms::BuiltinAlgorithms::with<DirectAllGather>;  
 // Runs body(comm) on n thread ranks with a Communicator that knows the direct all-gather.
 template <class Body>
 std::vector<std::string> on_ranks(int n, Body body) {
-  std::vector<std::string> failures;
-  std::mutex mutex;
-  paro::threads::run(n, [&](paro::threads::Transport t) {
+  return paro::testing::joined(paro::testing::on_thread_ranks(n, [&](paro::threads::Transport& t) {
     paro::Communicator<paro::threads::Transport, WithDirect> comm(std::move(t));
-    auto mine = body(comm);
-    std::lock_guard<std::mutex> lock(mutex);
-    failures.insert(failures.end(), mine.begin(), mine.end());
-  });
-  return failures;
+    return body(comm);
+  }));
 }
 
 TEST(AlgorithmExtension, RunsThroughThePublicVerbsAtEveryRankCount) {

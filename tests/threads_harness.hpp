@@ -3,7 +3,6 @@
 // rank's failure descriptions. Launcher picks the memory space: HostThreads (threads::run), or
 // DeviceThreads in the GPU tests (threads::run_on_devices), so one body serves both.
 
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,14 +22,7 @@ inline std::vector<std::string> joined(const std::vector<std::vector<std::string
 // Communicator (the transport conformance suite).
 template <class Launcher = HostThreads, class Body>
 std::vector<std::string> on_transports(int n, Body body) {
-  std::mutex mutex;
-  std::vector<std::string> failures;
-  Launcher::run(n, [&](auto t) {
-    std::vector<std::string> mine = body(std::move(t));
-    std::lock_guard<std::mutex> lock(mutex);
-    failures.insert(failures.end(), mine.begin(), mine.end());
-  });
-  return failures;
+  return joined(on_thread_ranks<Launcher>(n, [&](auto& t) { return body(std::move(t)); }));
 }
 
 template <class Launcher = HostThreads, class Body>

@@ -32,7 +32,6 @@
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/hierarchy.hpp"
-#include "paro/algorithms/layout.hpp"
 #include "paro/algorithms/link_sources.hpp"
 #include "paro/algorithms/paro_cc.hpp"
 #include "paro/algorithms/registry.hpp"
@@ -262,10 +261,12 @@ class Communicator {
                       " is not registered; allowed: ", Registry::names());
       detail::require(Registry::implements(p.algorithm, c), paro::name_of(c), ": algorithm ", name_of(p.algorithm),
                       " has no ", paro::name_of(c), " schedule; allowed: ", allowed_for(c));
-      detail::require(Registry::family(p.algorithm) != algorithms::Family::native || Transport::has_native_collectives,
-                      paro::name_of(c), ": algorithm ", name_of(p.algorithm), " is not available on the ",
-                      Transport::name, " backend; allowed here: ", allowed_for(c));
-      p.pipeline_chunk_bytes = Registry::predict(cost_, p.algorithm, c, full_bytes, shape(scope)).pipeline_chunk_bytes;
+      detail::require(on_this_backend(p.algorithm), paro::name_of(c), ": algorithm ", name_of(p.algorithm),
+                      " is not available on the ", Transport::name, " backend; allowed here: ", allowed_for(c));
+      // Only hierarchical schedules pipeline; flat ones skip the prediction on their (small-message) path.
+      if (Registry::family(p.algorithm) == algorithms::Family::hierarchical)
+        p.pipeline_chunk_bytes =
+            Registry::predict(cost_, p.algorithm, c, full_bytes, shape(scope)).pipeline_chunk_bytes;
     }
     if (tuning_.pipeline_chunk_bytes) p.pipeline_chunk_bytes = tuning_.pipeline_chunk_bytes;
     return p;
@@ -275,10 +276,13 @@ class Communicator {
   static std::string allowed_for(Collective c) {
     std::string out = "automatic";
     for (Algorithm a : Registry::ids)
-      if (Registry::implements(a, c) &&
-          (Registry::family(a) != algorithms::Family::native || Transport::has_native_collectives))
-        out += std::string(" ") + name_of(a);
+      if (Registry::implements(a, c) && on_this_backend(a)) out += std::string(" ") + name_of(a);
     return out;
+  }
+
+  // Native algorithms need the backend's own collectives; every other runs on any transport.
+  static bool on_this_backend(Algorithm a) {
+    return Registry::family(a) != algorithms::Family::native || Transport::has_native_collectives;
   }
 
   // A stepwise transport (NCCL's grouped send/recv) must not have receives posted ahead of the current

@@ -41,22 +41,16 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
-class UsageError : public Error {
+// One class per kind, so that a catch clause can pick a kind.
+template <ErrorKind Kind>
+class ErrorOf : public Error {
  public:
-  explicit UsageError(const std::string& message) : Error(message, ErrorKind::usage) {}
+  explicit ErrorOf(const std::string& message) : Error(message, Kind) {}
 };
-class TimeoutError : public Error {
- public:
-  explicit TimeoutError(const std::string& message) : Error(message, ErrorKind::timeout) {}
-};
-class PeerFailure : public Error {
- public:
-  explicit PeerFailure(const std::string& message) : Error(message, ErrorKind::peer_failure) {}
-};
-class BackendError : public Error {
- public:
-  explicit BackendError(const std::string& message) : Error(message, ErrorKind::backend) {}
-};
+using UsageError = ErrorOf<ErrorKind::usage>;
+using TimeoutError = ErrorOf<ErrorKind::timeout>;
+using PeerFailure = ErrorOf<ErrorKind::peer_failure>;
+using BackendError = ErrorOf<ErrorKind::backend>;
 
 // Throws the Error class of `kind` (so that catch clauses for the subclasses see it).
 [[noreturn]] inline void throw_error(ErrorKind kind, const std::string& message) {

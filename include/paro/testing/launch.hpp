@@ -60,25 +60,34 @@ struct AsIs {
   }
 };
 
-// Runs body(Communicator&) on n thread ranks of Launcher's memory space, each rank's Communicator over
-// make_transport(its thread transport) with config, and returns every rank's result, by rank.
-template <class Launcher = HostThreads, class Body, class MakeTransport = AsIs>
-auto run_on_thread_ranks(int n, const CommunicatorConfig& config, Body&& body, MakeTransport&& make_transport = {}) {
+// Runs body(its thread transport) on n thread ranks of Launcher's memory space and returns every rank's
+// result, by rank.
+template <class Launcher = HostThreads, class Body>
+auto on_thread_ranks(int n, Body&& body) {
   using Thread = typename Launcher::Transport;
-  using Made = std::decay_t<std::invoke_result_t<MakeTransport&, Thread&>>;
-  using Result = std::decay_t<std::invoke_result_t<Body&, Communicator<Made>&>>;
+  using Result = std::decay_t<std::invoke_result_t<Body&, Thread&>>;
   // Each rank fills its own slot (optional: a vector<bool> would share bytes between ranks); run()
   // joins every thread before the slots are read.
   std::vector<std::optional<Result>> slots(static_cast<std::size_t>(n));
   Launcher::run(n, [&](Thread t) {
     const auto rank = static_cast<std::size_t>(t.rank());
-    Communicator<Made> comm(make_transport(t), config);
-    slots[rank].emplace(body(comm));
+    slots[rank].emplace(body(t));
   });
   std::vector<Result> results;
   results.reserve(slots.size());
   for (auto& slot : slots) results.push_back(std::move(*slot));
   return results;
+}
+
+// Runs body(Communicator&) on n thread ranks of Launcher's memory space, each rank's Communicator over
+// make_transport(its thread transport) with config, and returns every rank's result, by rank.
+template <class Launcher = HostThreads, class Body, class MakeTransport = AsIs>
+auto run_on_thread_ranks(int n, const CommunicatorConfig& config, Body&& body, MakeTransport&& make_transport = {}) {
+  using Made = std::decay_t<std::invoke_result_t<MakeTransport&, typename Launcher::Transport&>>;
+  return on_thread_ranks<Launcher>(n, [&](auto& t) {
+    Communicator<Made> comm(make_transport(t), config);
+    return body(comm);
+  });
 }
 
 struct LaunchOptions {
