@@ -36,6 +36,7 @@
 #include "paro/algorithms/paro_cc.hpp"
 #include "paro/algorithms/registry.hpp"
 #include "paro/communicator/discovery.hpp"
+#include "paro/communicator/progress.hpp"
 #include "paro/communicator/scopes.hpp"
 #include "paro/communicator/tuning.hpp"
 #include "paro/communicator/validation.hpp"
@@ -49,6 +50,13 @@
 #include "paro/transport/transport.hpp"
 
 namespace paro {
+
+namespace detail {
+template <class T, class = void>
+struct has_bind_thread : std::false_type {};
+template <class T>
+struct has_bind_thread<T, std::void_t<decltype(std::declval<T&>().bind_thread())>> : std::true_type {};
+}  // namespace detail
 
 struct Options {
   Algorithm algorithm = Algorithm::automatic;
@@ -102,8 +110,11 @@ class Communicator {
   const GroupSpec& grouping() const { return grouping_; }
   const Tuning& tuning() const { return tuning_; }
 
-  // Returns once every rank of the scope has called it.
-  void barrier(Scope s = Scope::global) { control::barrier(transport(s)); }
+  // Returns once every rank of the scope has called it (after this rank's earlier collectives completed).
+  void barrier(Scope s = Scope::global) {
+    Transport& t = scoped("barrier", s);
+    engine_.run_now("barrier", [&t] { control::barrier(t); });
+  }
 
   // The name of an algorithm of this communicator's registry.
   static const char* name_of(Algorithm a) {
@@ -135,59 +146,38 @@ class Communicator {
   // send == recv). Errors: UsageError for bad arguments or an algorithm this backend or collective does not
   // have; TimeoutError / PeerFailure / BackendError when the communication fails.
   void all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    const char* what = "all_reduce";
-    Transport& t = scoped(what, o.scope);
-    validation::data_type_and_op(what, dt, op);
-    const std::size_t bytes = validation::checked_bytes(what, count, dt, 1);
-    validation::buffers(what, send, bytes, recv, bytes);
-    validation::in_place_or_disjoint(what, send, bytes, recv, bytes, recv);
-    const Plan p = plan(Collective::all_reduce, bytes, o.algorithm, o.scope);
-    check_agreement(t, Collective::all_reduce, o.scope, p.algorithm, count, dt, op);
-    if (count == 0) return;
-    log::info(rank(), what, " ", paro::name_of(o.scope), " ", name_of(p.algorithm), " count=", count, " ",
-              paro::name_of(dt), " ", paro::name_of(op), send == recv ? " in-place" : "");
-    run(Collective::all_reduce, p, o.scope, {send, recv, count, dt, op});
+    run_now(prepare_all_reduce(send, recv, count, dt, op, o));
   }
 
   // recv = every rank's send (count elements each) in rank order; in place when send == recv + rank*count.
   // Errors as all_reduce.
   void all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
-    const char* what = "all_gather";
-    Transport& t = scoped(what, o.scope);
-    validation::data_type_and_op(what, dt, ReduceOp::sum);
-    const std::size_t block = validation::checked_bytes(what, count, dt, 1);
-    const std::size_t bytes = validation::checked_bytes(what, count, dt, t.size());
-    validation::buffers(what, send, block, recv, bytes);
-    char* mine = static_cast<char*>(recv) + static_cast<std::size_t>(t.rank()) * block;
-    validation::in_place_or_disjoint(what, send, block, recv, bytes, mine);
-    const Plan p = plan(Collective::all_gather, bytes, o.algorithm, o.scope);
-    check_agreement(t, Collective::all_gather, o.scope, p.algorithm, count, dt, ReduceOp::sum);
-    if (count == 0) return;
-    log::info(rank(), what, " ", paro::name_of(o.scope), " ", name_of(p.algorithm), " count=", count, " ",
-              paro::name_of(dt), send == mine ? " in-place" : "");
-    // Schedules other than the backend's own start from this rank's block in place (algorithm.hpp: Call).
-    if (Registry::family(p.algorithm) != algorithms::Family::native) t.copy(mine, send, block);
-    run(Collective::all_gather, p, o.scope, {send, recv, count, dt, ReduceOp::sum});
+    run_now(prepare_all_gather(send, recv, count, dt, o));
   }
 
   // recv = block rank() of send (size()*count elements) reduced over the scope's ranks; in place when
   // recv == send + rank*count. Errors as all_reduce.
   void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    const char* what = "reduce_scatter";
-    Transport& t = scoped(what, o.scope);
-    validation::data_type_and_op(what, dt, op);
-    const std::size_t block = validation::checked_bytes(what, count, dt, 1);
-    const std::size_t bytes = validation::checked_bytes(what, count, dt, t.size());
-    validation::buffers(what, send, bytes, recv, block);
-    const char* mine = static_cast<const char*>(send) + static_cast<std::size_t>(t.rank()) * block;
-    validation::in_place_or_disjoint(what, recv, block, send, bytes, mine);
-    const Plan p = plan(Collective::reduce_scatter, bytes, o.algorithm, o.scope);
-    check_agreement(t, Collective::reduce_scatter, o.scope, p.algorithm, count, dt, op);
-    if (count == 0) return;
-    log::info(rank(), what, " ", paro::name_of(o.scope), " ", name_of(p.algorithm), " count=", count, " ",
-              paro::name_of(dt), " ", paro::name_of(op), recv == mine ? " in-place" : "");
-    run(Collective::reduce_scatter, p, o.scope, {send, recv, count, dt, op});
+    run_now(prepare_reduce_scatter(send, recv, count, dt, op, o));
   }
+
+  // Nonblocking forms (communicator/progress.hpp): the arguments are checked now (a UsageError is thrown
+  // here); the collective runs on this communicator's progress thread after everything issued before it,
+  // and the Request reports its completion and its error. The buffers belong to the collective until the
+  // request completes. Every rank must issue the same collectives in the same order, blocking or not.
+  Request iall_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
+    return submit(prepare_all_reduce(send, recv, count, dt, op, o));
+  }
+  Request iall_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
+    return submit(prepare_all_gather(send, recv, count, dt, o));
+  }
+  Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
+    return submit(prepare_reduce_scatter(send, recv, count, dt, op, o));
+  }
+
+  // Returns once every collective issued so far has completed; throws the first failure, if any. Use it
+  // before driving transport() directly while nonblocking collectives may be in flight.
+  void wait_all() { engine_.wait_all(); }
 
   // Typed forms: the data type follows from T.
   template <class T>
@@ -202,6 +192,18 @@ class Communicator {
   void reduce_scatter(const T* send, T* recv, std::size_t count, ReduceOp op, Options o = {}) {
     reduce_scatter(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, op, o);
   }
+  template <class T>
+  Request iall_reduce(const T* send, T* recv, std::size_t count, ReduceOp op, Options o = {}) {
+    return iall_reduce(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, op, o);
+  }
+  template <class T>
+  Request iall_gather(const T* send, T* recv, std::size_t count, Options o = {}) {
+    return iall_gather(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, o);
+  }
+  template <class T>
+  Request ireduce_scatter(const T* send, T* recv, std::size_t count, ReduceOp op, Options o = {}) {
+    return ireduce_scatter(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, op, o);
+  }
 
  private:
   Transport t_;
@@ -212,6 +214,8 @@ class Communicator {
   GroupSpec grouping_;
   algorithms::CostModel cost_;
   Scopes<Transport> scopes_;
+  // Last: destroyed first, so that its worker finishes the queued collectives while the rest still exists.
+  ProgressEngine engine_{[this] { bind_worker_thread(); }};
 
   // What a call runs: the algorithm and, for paro_cc, its pipeline chunk; predicted once per call.
   struct Plan {
@@ -237,6 +241,88 @@ class Communicator {
       return p;
     }
   };
+
+  // One checked and planned collective, ready to run on whichever thread the engine picks.
+  struct Job {
+    Communicator* self;
+    Collective collective;
+    Scope scope;
+    Plan plan;
+    algorithms::Call call;
+    std::string what;  // for errors: "all_reduce ring global count=... f32 sum"
+    void operator()() const { self->execute(*this); }
+  };
+
+  // The checks that need no communication, and the plan; the rest happens in execute().
+  Job prepare_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) {
+    const char* what = "all_reduce";
+    scoped(what, o.scope);
+    validation::data_type_and_op(what, dt, op);
+    const std::size_t bytes = validation::checked_bytes(what, count, dt, 1);
+    validation::buffers(what, send, bytes, recv, bytes);
+    validation::in_place_or_disjoint(what, send, bytes, recv, bytes, recv);
+    return job(Collective::all_reduce, bytes, o, {send, recv, count, dt, op}, send == recv);
+  }
+
+  Job prepare_all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o) {
+    const char* what = "all_gather";
+    Transport& t = scoped(what, o.scope);
+    validation::data_type_and_op(what, dt, ReduceOp::sum);
+    const std::size_t block = validation::checked_bytes(what, count, dt, 1);
+    const std::size_t bytes = validation::checked_bytes(what, count, dt, t.size());
+    validation::buffers(what, send, block, recv, bytes);
+    const char* mine = static_cast<const char*>(recv) + static_cast<std::size_t>(t.rank()) * block;
+    validation::in_place_or_disjoint(what, send, block, recv, bytes, mine);
+    return job(Collective::all_gather, bytes, o, {send, recv, count, dt, ReduceOp::sum}, send == mine);
+  }
+
+  Job prepare_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) {
+    const char* what = "reduce_scatter";
+    Transport& t = scoped(what, o.scope);
+    validation::data_type_and_op(what, dt, op);
+    const std::size_t block = validation::checked_bytes(what, count, dt, 1);
+    const std::size_t bytes = validation::checked_bytes(what, count, dt, t.size());
+    validation::buffers(what, send, bytes, recv, block);
+    const char* mine = static_cast<const char*>(send) + static_cast<std::size_t>(t.rank()) * block;
+    validation::in_place_or_disjoint(what, recv, block, send, bytes, mine);
+    return job(Collective::reduce_scatter, bytes, o, {send, recv, count, dt, op}, recv == mine);
+  }
+
+  Job job(Collective c, std::size_t bytes, Options o, const algorithms::Call& call, bool in_place) {
+    const Plan p = plan(c, bytes, o.algorithm, o.scope);
+    std::string what = detail::concat(paro::name_of(c), " ", name_of(p.algorithm), " ", paro::name_of(o.scope),
+                                      " count=", call.count, " ", paro::name_of(call.dt));
+    if (c != Collective::all_gather) what += std::string(" ") + paro::name_of(call.op);
+    if (in_place) what += " in-place";
+    log::info(rank(), what);
+    return {this, c, o.scope, p, call, std::move(what)};
+  }
+
+  void run_now(const Job& j) { engine_.run_now(j.what, j); }
+  Request submit(Job j) {
+    std::string what = j.what;
+    return engine_.submit(std::move(what), std::move(j));
+  }
+
+  // On the thread that runs the collective: agreement (PARO_CHECK), then the schedule.
+  void execute(const Job& j) {
+    Transport& t = transport(j.scope);
+    const algorithms::Call& call = j.call;
+    check_agreement(t, j.collective, j.scope, j.plan.algorithm, call.count, call.dt, call.op);
+    if (call.count == 0) return;
+    // Schedules other than the backend's own start from this rank's all-gather block in place
+    // (algorithm.hpp: Call).
+    if (j.collective == Collective::all_gather && Registry::family(j.plan.algorithm) != algorithms::Family::native) {
+      const std::size_t block = call.count * size_of(call.dt);
+      t.copy(static_cast<char*>(call.recv) + static_cast<std::size_t>(t.rank()) * block, call.send, block);
+    }
+    run(j.collective, j.plan, j.scope, call);
+  }
+
+  // A CUDA backend's calls act on the calling thread's current device: the progress thread selects it.
+  void bind_worker_thread() {
+    if constexpr (detail::has_bind_thread<Transport>::value) t_.bind_thread();
+  }
 
   void run(Collective c, const Plan& p, Scope s, const algorithms::Call& call) {
     Context x{*this, s, p};

@@ -39,4 +39,16 @@ void call_collective(Communicator<Transport, Registry>& comm, Collective c, cons
   }
 }
 
+// Starts collective c through the nonblocking verbs.
+template <class Transport, class Registry>
+Request start_collective(Communicator<Transport, Registry>& comm, Collective c, const void* send, void* recv,
+                         std::size_t count, DataType dt, ReduceOp op, Options o) {
+  switch (c) {
+    case Collective::all_reduce: return comm.iall_reduce(send, recv, count, dt, op, o);
+    case Collective::all_gather: return comm.iall_gather(send, recv, count, dt, o);
+    case Collective::reduce_scatter: return comm.ireduce_scatter(send, recv, count, dt, op, o);
+  }
+  throw UsageError("invalid Collective");
+}
+
 }  // namespace paro

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "paro/collectives.hpp"
@@ -104,62 +105,89 @@ struct CheckResult {
   std::string report;     // the case and the first few wrong elements; empty when all are right
 };
 
-// Runs one case on this rank and checks this rank's buffers. Ranks are numbered within the case's scope.
+// One rank's buffers for a case, in the transport's memory space (device memory on a CUDA backend), filled
+// with the case's inputs; verify() reads them back and compares every element with the exact result.
+// Ranks are numbered within the case's scope.
+template <class Transport>
+class StagedCase {
+ public:
+  StagedCase(Transport& t, const Case& c)
+      : t_(t),
+        c_(c),
+        n_(t.size()),
+        r_(t.rank()),
+        shape_(buffer_shape(c.coll, c.count, n_, r_)),
+        esize_(size_of(c.dt)),
+        send_buffer_(t.allocate(c.in_place ? 0 : shape_.in * esize_)),
+        recv_buffer_(t.allocate(c.in_place ? 0 : shape_.out * esize_)),
+        shared_buffer_(t.allocate(c.in_place ? shape_.full * esize_ : 0)) {
+    visit_data_type(c.dt, [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<T> input(shape_.in), untouched(c.in_place ? shape_.full : shape_.out, element<T>(99));
+      fill_inputs(input.data(), shape_.in, c.dt, c.op, r_, shape_.first_input);
+      if (c.in_place) {
+        std::copy(input.begin(), input.end(), untouched.begin() + static_cast<std::ptrdiff_t>(shape_.send_at));
+        t.upload(shared_buffer_.data(), untouched.data(), shape_.full * esize_);
+      } else {
+        t.upload(send_buffer_.data(), input.data(), shape_.in * esize_);
+        t.upload(recv_buffer_.data(), untouched.data(), shape_.out * esize_);
+      }
+    });
+  }
+
+  const Case& spec() const { return c_; }
+  const void* send() { return c_.in_place ? shared_buffer_.data() + shape_.send_at * esize_ : send_buffer_.data(); }
+  void* recv() { return c_.in_place ? shared_buffer_.data() + shape_.recv_at * esize_ : recv_buffer_.data(); }
+
+  CheckResult verify() {
+    return visit_data_type(c_.dt, [&](auto tag) -> CheckResult {
+      using T = decltype(tag);
+      const std::size_t block = c_.count;
+      std::vector<T> output(shape_.out), input(c_.in_place ? 0 : shape_.in);
+      t_.download(output.data(), recv(), shape_.out * esize_);
+      if (!c_.in_place) t_.download(input.data(), send(), shape_.in * esize_);
+      std::string report;
+      std::size_t wrong = 0;
+      auto check = [&](const char* what, std::size_t i, T got, T want) {
+        if (same(got, want)) return;
+        if (++wrong <= 3)
+          report += detail::concat(" [", what, " ", i, ": got ", static_cast<double>(static_cast<float>(got)), " want ",
+                                   static_cast<double>(static_cast<float>(want)), "]");
+      };
+      for (std::size_t i = 0; i < shape_.out; ++i) {
+        T want;
+        if (c_.coll == Collective::all_gather) {
+          want = element<T>(input_value(c_.dt, c_.op, static_cast<int>(i / block), i));
+        } else {
+          const std::size_t global_i =
+              c_.coll == Collective::reduce_scatter ? static_cast<std::size_t>(r_) * block + i : i;
+          want = as_element<T>(expected_reduction(c_.dt, c_.op, n_, global_i), c_.op, n_);
+        }
+        check("recv", i, output[i], want);
+      }
+      for (std::size_t i = 0; i < input.size(); ++i)  // out of place, the input must be left as it was
+        check("send", i, input[i], element<T>(input_value(c_.dt, c_.op, r_, shape_.first_input + i)));
+      if (wrong == 0) return {};
+      return {wrong, detail::concat("rank ", r_, ": ", describe(c_, n_), ": ", wrong, " wrong", report)};
+    });
+  }
+
+ private:
+  using Buffer = decltype(std::declval<Transport&>().allocate(std::size_t{}));
+  Transport& t_;
+  Case c_;
+  int n_, r_;
+  BufferShape shape_;
+  std::size_t esize_;
+  Buffer send_buffer_, recv_buffer_, shared_buffer_;
+};
+
+// Runs one case on this rank and checks this rank's buffers.
 template <class Transport, class Registry>
 CheckResult check_case(Communicator<Transport, Registry>& comm, const Case& c) {
-  const int n = comm.transport(c.scope).size(), r = comm.transport(c.scope).rank();
-  return visit_data_type(c.dt, [&](auto tag) -> CheckResult {
-    using T = decltype(tag);
-    const std::size_t block = c.count;
-    const BufferShape shape = buffer_shape(c.coll, c.count, n, r);
-    std::vector<T> input(shape.in), output(shape.out, element<T>(99));
-    fill_inputs(input.data(), shape.in, c.dt, c.op, r, shape.first_input);
-    // The call runs on buffers of the transport's memory space (device memory on a CUDA backend): the
-    // host buffers are staged there and back, and the check reads the host copies.
-    Transport& t = comm.transport(c.scope);
-    const std::size_t esize = sizeof(T);
-    auto send_buffer = t.allocate(shape.in * esize), recv_buffer = t.allocate(shape.out * esize);
-    auto shared_buffer = t.allocate(c.in_place ? shape.full * esize : 0);
-    char* send = send_buffer.data();
-    char* recv = recv_buffer.data();
-    if (c.in_place) {
-      std::vector<T> shared(shape.full, element<T>(99));
-      std::copy(input.begin(), input.end(), shared.begin() + static_cast<std::ptrdiff_t>(shape.send_at));
-      t.upload(shared_buffer.data(), shared.data(), shape.full * esize);
-      send = shared_buffer.data() + shape.send_at * esize;
-      recv = shared_buffer.data() + shape.recv_at * esize;
-    } else {
-      t.upload(send, input.data(), shape.in * esize);
-      t.upload(recv, output.data(), shape.out * esize);
-    }
-    call_collective(comm, c.coll, send, recv, c.count, c.dt, c.op, Options{c.algo, c.scope});
-    t.download(output.data(), recv, shape.out * esize);
-    if (!c.in_place) t.download(input.data(), send, shape.in * esize);
-    std::string report;
-    std::size_t wrong = 0;
-    auto check = [&](const char* what, std::size_t i, T got, T want) {
-      if (same(got, want)) return;
-      if (++wrong <= 3)
-        report += detail::concat(" [", what, " ", i, ": got ", static_cast<double>(static_cast<float>(got)), " want ",
-                                 static_cast<double>(static_cast<float>(want)), "]");
-    };
-    for (std::size_t i = 0; i < shape.out; ++i) {
-      T want;
-      if (c.coll == Collective::all_gather) {
-        want = element<T>(input_value(c.dt, c.op, static_cast<int>(i / block), i));
-      } else {
-        const std::size_t global_i = c.coll == Collective::reduce_scatter ? static_cast<std::size_t>(r) * block + i : i;
-        want = as_element<T>(expected_reduction(c.dt, c.op, n, global_i), c.op, n);
-      }
-      check("recv", i, output[i], want);
-    }
-    if (!c.in_place) {  // out of place, the input must be left as it was
-      for (std::size_t i = 0; i < shape.in; ++i)
-        check("send", i, input[i], element<T>(input_value(c.dt, c.op, r, shape.first_input + i)));
-    }
-    if (wrong == 0) return {};
-    return {wrong, detail::concat("rank ", r, ": ", describe(c, n), ": ", wrong, " wrong", report)};
-  });
+  StagedCase<Transport> staged(comm.transport(c.scope), c);
+  call_collective(comm, c.coll, staged.send(), staged.recv(), c.count, c.dt, c.op, Options{c.algo, c.scope});
+  return staged.verify();
 }
 
 // The failure description of one case ("" when all right).
