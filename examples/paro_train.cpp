@@ -49,7 +49,7 @@ struct Settings {
   std::string corpus = "/usr/share/games/fortunes";
   std::string compress = "none";
   int ratio = 32;
-  bool no_error_feedback = false, adaptive = false, verify = false;
+  bool no_error_feedback = false, adaptive = false, verify = false, overlap = false;
   std::string error_rule = "smoothed";
   std::size_t block_cols = 0, min_elements = 4096;
   std::string json_path;
@@ -117,6 +117,7 @@ class Trainer {
     std::vector<float> trainable, frozen;
     model_.initialise(s_.seed, trainable, frozen);
     paro::dp::Engine<Transport> engine(comm_, strategy, trainable, frozen, paro::dp::Adam{s_.lr});
+    engine.set_overlap(s_.overlap);
     std::unique_ptr<paro::compression::Separate> separate;
     if (s_.compress == "separate") separate = compressor(engine);
     RunResult r;
@@ -389,6 +390,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"seed", "smoothed"}));
   app.add_option("--block-cols", s.block_cols, "SEPARATE's block-diagonal projection (0: full)")->capture_default_str();
   app.add_option("--min-elements", s.min_elements, "SEPARATE: smaller tensors go uncompressed")->capture_default_str();
+  app.add_flag("--overlap", s.overlap,
+               "overlap each micro-step's gradient reduce-scatter with the next micro-step (g = I or G)");
   app.add_flag("--verify", s.verify,
                "exit 1 unless every strategy ends bitwise equal to NNN (gradients on an exactly summable grid) and "
                "measured bytes equal the model's");

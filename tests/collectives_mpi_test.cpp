@@ -9,6 +9,7 @@
 
 #include "paro/testing/collective_check.hpp"
 #include "paro/testing/dp_check.hpp"
+#include "paro/testing/nonblocking_check.hpp"
 #include "paro/testing/transport_check.hpp"
 #include "paro/transport/mpi.hpp"
 #include "paro/transport/paced.hpp"
@@ -124,6 +125,19 @@ TEST_P(MpiHierarchical, EveryCollectiveIsExact) {
 
 INSTANTIATE_TEST_SUITE_P(Mpi, MpiHierarchical,
                          ::testing::Values(paro::Scope::global, paro::Scope::intra, paro::Scope::inter));
+
+// Nonblocking collectives in flight on an emulated cluster: mixed collectives, algorithms (native
+// included), scopes, types and counts, completed out of order, exact.
+TEST(MpiNonblocking, ManyInFlightMixedExact) {
+  paro::CommunicatorConfig config;
+  config.discovery.emulate = emulated_cluster(world().size());
+  config.group.allow_uneven = true;
+  MpiComm comm(paro::mpi::Transport::world(), config);
+  std::vector<std::string> failures;
+  for (std::uint64_t seed = 0; seed < 4; ++seed)
+    for (auto& f : paro::testing::check_nonblocking(comm, seed, 10)) failures.push_back(f);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
 
 // Processes of one machine share the emulated NICs through shared memory.
 TEST(MpiPaced, SharedLinksAcrossProcesses) {

@@ -141,6 +141,18 @@ INSTANTIATE_TEST_SUITE_P(Emulated, DpEngine,
                                            "nodes=1,ranks=4",    // one group: I = G
                                            "nodes=3,ranks=1"));  // groups of one: I = N
 
+// The same results, bytes sent and (with a second full gradient) bytes held when each micro-step's
+// gradient reduce-scatter runs while the next micro-step computes.
+TEST(DpEngine, OverlappedGradientScattersMatchToo) {
+  paro::testing::DpCase c;
+  c.overlap = true;
+  c.accumulation = 3;
+  for (const char* cluster : {"nodes=2,ranks=4", "nodes=2,ranks=3"}) {
+    auto failures = on_paced_cluster(cluster, c);
+    EXPECT_TRUE(failures.empty()) << cluster << "\n" << paro::testing::first_lines(failures);
+  }
+}
+
 TEST(DpEngine, RejectsUnevenGroups) {
   auto failures = paro::testing::on_cluster("nodes=2,ranks=3:2", "node", [](auto& comm) {
     std::vector<std::string> f;

@@ -64,6 +64,16 @@ class Engine {
     if (s_.g != Partition::N) full_grads_.assign(trainable_len_, 0.0f);
   }
 
+  // A reduce-scatter still in flight (set_overlap) must not outlive its buffer.
+  ~Engine() {
+    for (Request& r : pending_) try {
+        r.wait();
+      } catch (const Error&) {
+      }
+  }
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
   const Sizes& sizes() const { return sizes_; }
   const Cluster& cluster() const { return cluster_; }
 
@@ -88,15 +98,31 @@ class Engine {
 
   void end_micro_step() {
     if (s_.g == Partition::N) return;
-    float* f = full_grads_.data();
-    scatter(f, trainable_len_, s_.g);
-    const float* mine = f + offset(s_.g, trainable_len_);
-    for (std::size_t i = 0; i < grads_.size(); ++i) grads_[i] += mine[i];
+    if (!overlap_) {
+      for (Request& r : start_scatter(full_grads_.data(), trainable_len_, s_.g)) r.wait();
+      accumulate(full_grads_.data());
+      return;
+    }
+    finish_scatter();
+    // The next micro-step's backward writes the other buffer while this one's reduce-scatter runs.
+    std::swap(full_grads_, in_flight_grads_);
+    pending_ = start_scatter(in_flight_grads_.data(), trainable_len_, s_.g);
+  }
+
+  // g != N: each micro-step's gradient reduce-scatter runs while the next micro-step computes (its result
+  // is added at the next end_micro_step or step), at the cost of a second full gradient buffer. Every rank
+  // must choose the same. Collectives issued meanwhile (the parameter gathers of p != N) queue behind it.
+  void set_overlap(bool on) {
+    finish_scatter();
+    overlap_ = on && s_.g != Partition::N;
+    in_flight_grads_.assign(overlap_ ? trainable_len_ : 0, 0.0f);
+    in_flight_grads_.shrink_to_fit();
   }
 
   // The boundary: gradients to the os partition, Adam on this rank's os shard, parameters rebuilt.
   void step(int accumulation) {
     detail::require(accumulation >= 1, "accumulation ", accumulation, ": must be >= 1");
+    finish_scatter();
     float* g = grads_.data();
     float scale = 1.0f / static_cast<float>(cluster_.ranks * accumulation);
     const std::size_t L = trainable_len_;
@@ -104,17 +130,17 @@ class Engine {
       sync_(g, L);
       scale = 1.0f / static_cast<float>(accumulation);
     } else if (s_.g == Partition::N) {
-      intra_reduce_scatter(g, L);
+      intra_reduce_scatter(g, L).wait();
       if (s_.os == Partition::G)
-        rail_reduce_scatter(g + offset(Partition::I, L), L);
+        rail_reduce_scatter(g + offset(Partition::I, L), L).wait();
       else
-        rail_all_reduce(g + offset(Partition::I, L), L);
-      if (s_.os == Partition::N) intra_all_gather(g, L);
+        rail_all_reduce(g + offset(Partition::I, L), L).wait();
+      if (s_.os == Partition::N) intra_all_gather(g, L).wait();
     } else if (s_.g == Partition::I) {
       if (s_.os == Partition::G)
-        rail_reduce_scatter(g, L);
+        rail_reduce_scatter(g, L).wait();
       else
-        rail_all_reduce(g, L);
+        rail_all_reduce(g, L).wait();
     }
     // The os shard of the gradients, inside whatever the accumulator holds.
     const float* shard = g + (offset(s_.os, L) - offset(s_.g, L));
@@ -131,8 +157,8 @@ class Engine {
     // Rebuild the trainable parameters at p's partition.
     float* p = trainable_.data();
     if (s_.os == Partition::G && s_.p != Partition::G)
-      rail_all_gather(p + offset(Partition::I, L) - offset(s_.p, L), L);
-    if (s_.os != Partition::N && s_.p == Partition::N) intra_all_gather(p, L);
+      rail_all_gather(p + offset(Partition::I, L) - offset(s_.p, L), L).wait();
+    if (s_.os != Partition::N && s_.p == Partition::N) intra_all_gather(p, L).wait();
     std::fill(grads_.begin(), grads_.end(), 0.0f);
   }
 
@@ -155,7 +181,7 @@ class Engine {
     f.grads = bytes(grads_);
     f.optimizer = bytes(m_) + bytes(v_);
     f.gathered_params = bytes(full_trainable_) + bytes(full_frozen_);
-    f.full_grads = bytes(full_grads_);
+    f.full_grads = bytes(full_grads_) + bytes(in_flight_grads_);
     return f;
   }
 
@@ -173,6 +199,9 @@ class Engine {
   std::vector<float> m_, v_;                         // Adam at os's partition
   std::vector<float> full_trainable_, full_frozen_;  // p != N: gathered for a micro-step
   std::vector<float> full_grads_;                    // g != N: a micro-step's gradient
+  std::vector<float> in_flight_grads_;               // overlap: the previous one, being reduce-scattered
+  std::vector<Request> pending_;                     // overlap: its reduce-scatters
+  bool overlap_ = false;
   GradientSync sync_;
   long steps_ = 0;
 
@@ -197,30 +226,49 @@ class Engine {
   std::size_t m() const { return static_cast<std::size_t>(cluster_.group); }
   std::size_t n() const { return static_cast<std::size_t>(cluster_.ranks); }
 
-  // In place on a full vector x of length L (the I shard lands at offset(I)), or on its I slot.
-  void intra_reduce_scatter(float* x, std::size_t L) {
-    comm_.reduce_scatter(x, x + local_ * (L / m()), L / m(), ReduceOp::sum, intra());
+  // In place on a full vector x of length L (the I shard lands at offset(I)), or on its I slot. Started
+  // nonblocking; the blocking uses wait at once.
+  Request intra_reduce_scatter(float* x, std::size_t L) {
+    return comm_.ireduce_scatter(x, x + local_ * (L / m()), L / m(), ReduceOp::sum, intra());
   }
-  void intra_all_gather(float* x, std::size_t L) { comm_.all_gather(x + local_ * (L / m()), x, L / m(), intra()); }
-  void rail_reduce_scatter(float* slot, std::size_t L) {
-    comm_.reduce_scatter(slot, slot + group_ * (L / n()), L / n(), ReduceOp::sum, rail());
+  Request intra_all_gather(float* x, std::size_t L) {
+    return comm_.iall_gather(x + local_ * (L / m()), x, L / m(), intra());
   }
-  void rail_all_reduce(float* slot, std::size_t L) { comm_.all_reduce(slot, slot, L / m(), ReduceOp::sum, rail()); }
-  void rail_all_gather(float* slot, std::size_t L) {
-    comm_.all_gather(slot + group_ * (L / n()), slot, L / n(), rail());
+  Request rail_reduce_scatter(float* slot, std::size_t L) {
+    return comm_.ireduce_scatter(slot, slot + group_ * (L / n()), L / n(), ReduceOp::sum, rail());
+  }
+  Request rail_all_reduce(float* slot, std::size_t L) {
+    return comm_.iall_reduce(slot, slot, L / m(), ReduceOp::sum, rail());
+  }
+  Request rail_all_gather(float* slot, std::size_t L) {
+    return comm_.iall_gather(slot + group_ * (L / n()), slot, L / n(), rail());
   }
 
   // A shard stored at partition p into the full vector `full`.
   void gather(const float* shard, float* full, std::size_t L, Partition p) {
     std::copy(shard, shard + L / parts(p, cluster_), full + offset(p, L));
-    if (p == Partition::G) rail_all_gather(full + offset(Partition::I, L), L);
-    intra_all_gather(full, L);
+    if (p == Partition::G) rail_all_gather(full + offset(Partition::I, L), L).wait();
+    intra_all_gather(full, L).wait();
   }
 
-  // The full vector x summed over the ranks that share partition p's shard, left at offset(p).
-  void scatter(float* x, std::size_t L, Partition p) {
-    intra_reduce_scatter(x, L);
-    if (p == Partition::G) rail_reduce_scatter(x + offset(Partition::I, L), L);
+  // Starts summing the full vector x over the ranks that share partition p's shard, left at offset(p).
+  std::vector<Request> start_scatter(float* x, std::size_t L, Partition p) {
+    std::vector<Request> started{intra_reduce_scatter(x, L)};
+    if (p == Partition::G) started.push_back(rail_reduce_scatter(x + offset(Partition::I, L), L));
+    return started;
+  }
+
+  // Adds this rank's g shard of a reduce-scattered full gradient into the accumulator.
+  void accumulate(const float* full) {
+    const float* mine = full + offset(s_.g, trainable_len_);
+    for (std::size_t i = 0; i < grads_.size(); ++i) grads_[i] += mine[i];
+  }
+
+  void finish_scatter() {
+    if (pending_.empty()) return;
+    for (Request& r : pending_) r.wait();
+    pending_.clear();
+    accumulate(in_flight_grads_.data());
   }
 };
 

@@ -149,6 +149,8 @@ class Transport {
   int rank() const { return rank_; }
   int size() const { return size_; }
   int device() const { return memory_.device(); }
+  // The Communicator's progress thread runs this first: CUDA calls act on the calling thread's device.
+  void bind_thread() { cuda::set_device(device()); }
   cudaStream_t stream() const { return memory_.stream(); }
   ncclComm_t comm() const { return comm_ ? comm_->comm : nullptr; }
   // Different communicators run on different streams, driven from different threads.
