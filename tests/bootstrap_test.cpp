@@ -234,9 +234,10 @@ class RawSocket {
 };
 
 Bytes header(std::uint8_t op, std::uint64_t key_bytes, std::uint64_t value_bytes) {
-  Bytes out{op};
-  paro::bootstrap::detail::tcp::put_be(out, key_bytes, 4);
-  paro::bootstrap::detail::tcp::put_be(out, value_bytes, 8);
+  Bytes out(paro::bootstrap::detail::tcp::request_header_bytes);
+  out[0] = op;
+  paro::bootstrap::detail::tcp::put_be(&out[1], key_bytes, 4);
+  paro::bootstrap::detail::tcp::put_be(&out[5], value_bytes, 8);
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -57,8 +58,8 @@ constexpr std::size_t request_header_bytes = 13;
 constexpr std::size_t reply_header_bytes = 9;
 constexpr std::size_t max_error_bytes = 4096;
 
-inline void put_be(Bytes& out, std::uint64_t value, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
+inline void put_be(std::uint8_t* out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<std::uint8_t>(value >> (8 * (bytes - 1 - i)));
 }
 
 inline std::uint64_t get_be(const std::uint8_t* in, int bytes) {
@@ -68,28 +69,26 @@ inline std::uint64_t get_be(const std::uint8_t* in, int bytes) {
 }
 
 inline Bytes counter_delta(std::int64_t delta) {
-  Bytes out;
-  put_be(out, static_cast<std::uint64_t>(delta), 8);
+  Bytes out(8);
+  put_be(out.data(), static_cast<std::uint64_t>(delta), 8);
   return out;
 }
 
 inline Bytes request(Op op, const std::string& key, const Bytes& value) {
-  Bytes out;
-  out.reserve(request_header_bytes + key.size() + value.size());
-  out.push_back(op);
-  put_be(out, key.size(), 4);
-  put_be(out, value.size(), 8);
-  out.insert(out.end(), key.begin(), key.end());
-  out.insert(out.end(), value.begin(), value.end());
+  Bytes out(request_header_bytes + key.size() + value.size());
+  out[0] = op;
+  put_be(&out[1], key.size(), 4);
+  put_be(&out[5], value.size(), 8);
+  std::copy(key.begin(), key.end(), out.begin() + request_header_bytes);
+  std::copy(value.begin(), value.end(), out.begin() + static_cast<std::ptrdiff_t>(request_header_bytes + key.size()));
   return out;
 }
 
-inline Bytes reply(Status status, const std::uint8_t* payload, std::size_t size) {
-  Bytes out;
-  out.reserve(reply_header_bytes + size);
-  out.push_back(status);
-  put_be(out, size, 8);
-  out.insert(out.end(), payload, payload + size);
+inline Bytes reply(Status status, const Bytes& payload) {
+  Bytes out(reply_header_bytes + payload.size());
+  out[0] = status;
+  put_be(&out[1], payload.size(), 8);
+  std::copy(payload.begin(), payload.end(), out.begin() + reply_header_bytes);
   return out;
 }
 
@@ -372,7 +371,7 @@ class TcpStoreServer {
   }
 
   void answer(Client& c, detail::tcp::Status status, const Bytes& payload) {
-    c.out = detail::tcp::reply(status, payload.data(), payload.size());
+    c.out = detail::tcp::reply(status, payload);
     c.sent = 0;
   }
 
