@@ -6,15 +6,16 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "paro/bootstrap/bootstrap.hpp"
@@ -26,16 +27,17 @@ namespace paro::bootstrap {
 
 class FileStore : public Store {
  public:
-  // Creates the directory (one level) if it does not exist yet.
+  // Creates the directory (and its parents) if it does not exist yet.
   explicit FileStore(std::string directory, double timeout_seconds = env::timeout_seconds())
       : directory_(std::move(directory)), timeout_(timeout_seconds) {
     paro::detail::require(!directory_.empty(), "FileStore: the directory is empty; give a path every rank can see");
     paro::detail::require(timeout_ > 0, "FileStore: timeout ", timeout_, " s; allowed: a positive number of seconds");
-    if (::mkdir(directory_.c_str(), 0700) != 0 && errno != EEXIST)
+    std::error_code error;  // several ranks may create it at once: existing is fine
+    std::filesystem::create_directories(directory_, error);
+    if (error)
       throw UsageError(
-          paro::detail::concat("FileStore: cannot create directory '", directory_, "': ", detail::errno_text(errno)));
-    struct stat info {};
-    paro::detail::require(::stat(directory_.c_str(), &info) == 0 && S_ISDIR(info.st_mode), "FileStore: '", directory_,
+          paro::detail::concat("FileStore: cannot create directory '", directory_, "': ", error.message()));
+    paro::detail::require(std::filesystem::is_directory(directory_, error), "FileStore: '", directory_,
                           "' is not a directory");
   }
 
