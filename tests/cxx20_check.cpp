@@ -1,6 +1,8 @@
 // Compiled as C++20 (see CMakeLists.txt): every public header, and a call of each verb on one rank.
+#include "paro/bootstrap/from_env.hpp"
 #include "paro/paro.hpp"
 #ifdef PARO_HAVE_MPI
+#include "paro/bootstrap/mpi.hpp"
 #include "paro/transport/mpi.hpp"
 #endif
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,6 +23,37 @@
 namespace paro::bootstrap {
 
 using Bytes = std::vector<std::uint8_t>;
+
+namespace detail {
+
+// add's counters are stored as decimal text, so that get reads them as c10d's clients expect.
+inline Bytes counter_bytes(std::int64_t value) {
+  const std::string text = std::to_string(value);
+  return Bytes(text.begin(), text.end());
+}
+
+inline std::int64_t counter_value(const char* store, const std::string& key, const Bytes& value) {
+  const std::string text(value.begin(), value.end());
+  std::size_t used = 0;
+  std::int64_t number = 0;
+  try {
+    number = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  paro::detail::require(used > 0 && used == text.size(), store, ": add on key '", key,
+                        "', whose value is not a decimal integer; add only keys that add created");
+  return number;
+}
+
+// The one message of every store's get that waited in vain.
+inline std::string missing_key(const char* store, const std::string& key, double timeout_seconds,
+                               const std::string& where = "") {
+  return paro::detail::concat(store, ": key '", key, "' did not appear within ", timeout_seconds, " s", where,
+                              " (PARO_TIMEOUT sets the limit)");
+}
+
+}  // namespace detail
 
 // Keys are plain strings; values are bytes. get waits until the key exists, up to the store's timeout,
 // then throws TimeoutError naming the key. add treats a missing key as 0 and returns the new value; its
@@ -88,9 +120,7 @@ class MemoryStore : public Store {
     std::unique_lock<std::mutex> lock(mutex_);
     const bool found =
         changed_.wait_for(lock, std::chrono::duration<double>(timeout_), [&] { return values_.count(key) > 0; });
-    if (!found)
-      throw TimeoutError(paro::detail::concat("MemoryStore: key '", key, "' did not appear within ", timeout_,
-                                              " s (PARO_TIMEOUT sets the limit)"));
+    if (!found) throw TimeoutError(detail::missing_key("MemoryStore", key, timeout_));
     return values_[key];
   }
   std::int64_t add(const std::string& key, std::int64_t delta) override {
@@ -98,10 +128,9 @@ class MemoryStore : public Store {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = values_.find(key);
-      if (it != values_.end()) value = std::stoll(std::string(it->second.begin(), it->second.end()));
+      if (it != values_.end()) value = detail::counter_value("MemoryStore", key, it->second);
       value += delta;
-      const std::string text = std::to_string(value);
-      values_[key] = Bytes(text.begin(), text.end());
+      values_[key] = detail::counter_bytes(value);
     }
     changed_.notify_all();
     return value;
