@@ -148,6 +148,7 @@ class Trainer {
     r.step_ms = paro::mean_over_ranks(comm_, seconds / s_.steps * 1e3);
     r.held = engine.memory();
     r.model_held = paro::dp::footprint(strategy, engine.sizes(), engine.cluster());
+    if (s_.overlap) r.model_held.full_grads *= 2;  // the gradient in flight beside the one being computed
     r.traffic_modelled = !separate;
     r.model_sent = paro::dp::traffic(strategy, engine.sizes(), engine.cluster(), s_.accumulation);
     engine.begin_micro_step();
