@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <string>
@@ -93,6 +94,69 @@ TEST(UcxTransport, RanksUseSharedMemoryOrTcp) {
     return f;
   });
   EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+// Two thread ranks with PARO_TIMEOUT=2 (read when a world is created): what rank 0's wait throws when rank 1
+// runs `peer` and rank 0 runs `me`.
+template <class Peer, class Me>
+std::string error_on_rank_0(Peer peer, Me me) {
+  ::setenv("PARO_TIMEOUT", "2", 1);
+  paro::bootstrap::MemoryStore store(30);
+  std::string error;
+  std::thread other([&] {
+    paro::bootstrap::StoreBootstrap boot(store, 1, 2, "errors");
+    paro::ucx::Transport t(boot);
+    peer(t);
+  });
+  {
+    paro::bootstrap::StoreBootstrap boot(store, 0, 2, "errors");
+    paro::ucx::Transport t(boot);
+    try {
+      me(t);
+      error = "nothing thrown";
+    } catch (const paro::Error& e) {
+      error = std::string(paro::name_of(e.kind())) + ": " + e.message();
+    }
+  }
+  other.join();
+  return error;
+}
+
+TEST(UcxErrors, AMissingMessageTimesOutNamingPeerBytesAndTag) {
+  // Rank 1 stays (leaving would be a peer failure) but never sends.
+  const std::string error =
+      error_on_rank_0([](paro::ucx::Transport&) { std::this_thread::sleep_for(std::chrono::seconds(4)); },
+                      [](paro::ucx::Transport& t) {
+                        char buf[24];
+                        auto r = t.irecv(buf, sizeof buf, 1, 77);
+                        t.wait(r);
+                      });
+  EXPECT_NE(error.find("timeout: rank 0: timed out after 2 s waiting for a message from rank 1 (24 bytes, tag 77)"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("PARO_TIMEOUT sets the limit"), std::string::npos) << error;
+}
+
+TEST(UcxErrors, SizeMismatchIsAUsageErrorEitherWay) {
+  for (std::size_t sent : {std::size_t{8}, std::size_t{40000}, std::size_t{2}}) {
+    const std::string error = error_on_rank_0(
+        [sent](paro::ucx::Transport& t) {
+          std::vector<char> data(sent, 'x');
+          auto r = t.isend(data.data(), data.size(), 0, 5);
+          try {
+            t.wait(r);  // completes, or fails where the receiver gave up
+          } catch (const paro::Error&) {
+          }
+        },
+        [](paro::ucx::Transport& t) {
+          char buf[4];
+          auto r = t.irecv(buf, sizeof buf, 1, 5);
+          t.wait(r);
+        });
+    const std::string want = sent < 4 ? "sent 2 bytes, expected 4" : "sent more than 4 bytes, expected 4";
+    EXPECT_NE(error.find("usage: rank 0: message size mismatch on tag 5: rank 1 " + want), std::string::npos)
+        << "sent " << sent << ": " << error;
+  }
 }
 
 using Param = std::tuple<Collective, Algorithm>;

@@ -276,10 +276,12 @@ struct State {
   // quietly after min(PARO_TIMEOUT, 30 s) or on any error.
   void closing_barrier() {
     const auto deadline = after(std::min(timeout, 30.0));
-    auto done = [&](ucs_status_ptr_t p) {
+    // Whether the request completed; gives up at the deadline or once `peer` failed (it left without us).
+    auto done = [&](ucs_status_ptr_t p, int peer) {
       if (p == nullptr) return true;
       if (UCS_PTR_IS_ERR(p)) return false;
-      const ucs_status_t s = progress_until(p, [&](bool) { return Clock::now() > deadline; });
+      const ucs_status_t s =
+          progress_until(p, [&](bool) { return Clock::now() > deadline || failure_of(peer) != UCS_OK; });
       if (s == UCS_INPROGRESS)
         withdraw(p, 1.0);
       else
@@ -293,8 +295,8 @@ struct State {
           ucp_tag_recv_nbx(worker, nullptr, 0, make_tag(closing_context, from, 0), full_mask, &param);
       ucs_status_ptr_t send =
           ucp_tag_send_nbx(eps[static_cast<std::size_t>(to)], nullptr, 0, make_tag(closing_context, rank, 0), &param);
-      const bool sent = done(send);
-      if (!done(recv) || !sent) return;
+      const bool sent = done(send, to);
+      if (!done(recv, from) || !sent) return;
     }
   }
 
