@@ -49,7 +49,8 @@ sanitizer_build() {  # sanitizer_build DIR KIND OPTIMISATION
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$3" -DPARO_SANITIZE="$2" \
     -DPARO_BUILD_BENCH=OFF -DPARO_BUILD_EXAMPLES=OFF -DPARO_WITH_MPI=OFF -DPARO_WITH_CUDA=OFF >/dev/null &&
     cmake --build "$1" -j "$jobs" --target paro-tests-core paro-tests-threads &&
-    if grep -q 'paro-tests-separate:' "$1/build.ninja"; then cmake --build "$1" -j "$jobs" --target paro-tests-separate; fi
+    if grep -q 'paro-tests-separate:' "$1/build.ninja"; then cmake --build "$1" -j "$jobs" --target paro-tests-separate; fi &&
+    if grep -q 'paro-tests-ucx:' "$1/build.ninja"; then cmake --build "$1" -j "$jobs" --target paro-tests-ucx; fi
 }
 # The multi-MiB cases (Sizes/*, HierarchicalLarge.*) add minutes under sanitizers and no new
 # interleavings: the tiny-chunk and small-count tests cover the same code paths. For the same reason the
@@ -60,6 +61,11 @@ sanitized_tests() {  # sanitized_tests DIR
       --gtest_filter='-Sizes/*:HierarchicalLarge.*' &&
     if [ -x "$1/bin/paro-tests-separate" ]; then
       OPENBLAS_NUM_THREADS=1 PARO_TIMEOUT=600 "$1/bin/paro-tests-separate" --gtest_brief=1
+    fi &&
+    # UCX's memory hooks (libucm) crash TSan at thread exit: off for the sanitizers.
+    if [ -x "$1/bin/paro-tests-ucx" ]; then
+      UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no PARO_TEST_MATRIX=reduced PARO_TIMEOUT=600 \
+        "$1/bin/paro-tests-ucx" --gtest_brief=1
     fi
 }
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

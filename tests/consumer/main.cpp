@@ -1,8 +1,11 @@
 // A ten-line user of paro: all-reduce and a SEPARATE compressed all-reduce on 4 thread ranks, and an
-// all-reduce on an MPI singleton.
+// all-reduce on an MPI singleton and (where paro::ucx is linked) on a UCX singleton.
 #include <paro/compression/separate.hpp>
 #include <paro/paro.hpp>
 #include <paro/transport/mpi.hpp>
+#ifdef PARO_HAVE_UCX
+#include <paro/transport/ucx.hpp>
+#endif
 
 #include <cstdio>
 #include <vector>
@@ -25,6 +28,13 @@ int main(int argc, char** argv) {
   double x = 2.5, y = 0;
   world.all_reduce(&x, &y, 1, paro::ReduceOp::max, {paro::Algorithm::native});
   if (y != 2.5) wrong = 1;
+#ifdef PARO_HAVE_UCX
+  paro::bootstrap::MemoryStore store;
+  paro::bootstrap::StoreBootstrap boot(store, 0, 1);
+  paro::Communicator ucx(paro::ucx::Transport{boot});
+  ucx.all_reduce(&x, &y, 1, paro::ReduceOp::sum);
+  if (y != 2.5) wrong = 1;
+#endif
   std::printf("paro consumer: %s\n", wrong ? "WRONG" : "ok");
   return wrong;
 }
