@@ -4,19 +4,23 @@
 //     TCP as between processes;
 //   as processes under a launcher that sets RANK and WORLD_SIZE (ctest ucx_npN: paro-run -n N): each
 //     process is one rank, bootstrapped from the environment.
-// Every rank runs every test; ranks other than 0 print only failures.
+// Every rank runs every test; under a launcher ranks other than 0 print only failures.
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
 #include "paro/bootstrap/bootstrap.hpp"
+#include "paro/bootstrap/from_env.hpp"
 #include "paro/testing/collective_check.hpp"
 #include "paro/testing/transport_check.hpp"
 #include "paro/transport/ucx.hpp"
@@ -31,9 +35,19 @@ using Failures = std::vector<std::string>;
 
 int thread_ranks() { return static_cast<int>(paro::env::integer_or("PARO_UCX_THREAD_RANKS", 4, 1, 64)); }
 
+// Under a launcher (RANK set): this process's rank of the world, bootstrapped from the environment.
+bool as_processes() { return paro::env::get("RANK").has_value(); }
+
+paro::ucx::Transport& process_world() {
+  static std::unique_ptr<paro::bootstrap::Bootstrap> boot = paro::bootstrap::bootstrap_from_env("ucx-test");
+  static paro::ucx::Transport world(*boot);
+  return world;
+}
+
 // Runs body(world transport) on every rank run here and returns their failures.
 template <class Body>
 Failures everywhere(Body body) {
+  if (as_processes()) return body(process_world());
   const int n = thread_ranks();
   paro::bootstrap::MemoryStore store;
   std::vector<Failures> results(static_cast<std::size_t>(n));
@@ -123,6 +137,7 @@ std::string error_on_rank_0(Peer peer, Me me) {
 }
 
 TEST(UcxErrors, AMissingMessageTimesOutNamingPeerBytesAndTag) {
+  if (as_processes()) GTEST_SKIP() << "thread ranks only";
   // Rank 1 stays (leaving would be a peer failure) but never sends.
   const std::string error =
       error_on_rank_0([](paro::ucx::Transport&) { std::this_thread::sleep_for(std::chrono::seconds(4)); },
@@ -138,6 +153,7 @@ TEST(UcxErrors, AMissingMessageTimesOutNamingPeerBytesAndTag) {
 }
 
 TEST(UcxErrors, SizeMismatchIsAUsageErrorEitherWay) {
+  if (as_processes()) GTEST_SKIP() << "thread ranks only";
   for (std::size_t sent : {std::size_t{8}, std::size_t{40000}, std::size_t{2}}) {
     const std::string error = error_on_rank_0(
         [sent](paro::ucx::Transport& t) {
@@ -253,9 +269,43 @@ TEST_P(UcxHierarchical, EveryCollectiveIsExact) {
 
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxHierarchical, ::testing::Values(Scope::global, Scope::intra, Scope::inter));
 
+// A process killed in the middle of a collective (ctest ucx_peer_killed: paro-run --grace, PARO_TIMEOUT=10,
+// PARO_UCX_FAULT_TEST=1). The victim, the last rank, kills itself with SIGKILL from a thread while every
+// rank runs all-reduces; every survivor must leave its collective with a paro::Error (a PeerFailure where
+// UCX reports the dead peer or a survivor that left before, else a TimeoutError) and says which.
+TEST(UcxFault, AKilledPeerIsAnErrorOnEverySurvivor) {
+  if (!as_processes() || !paro::env::get("PARO_UCX_FAULT_TEST")) GTEST_SKIP() << "run by ctest ucx_peer_killed";
+  UcxComm comm(process_world());
+  const int r = comm.rank(), n = comm.size();
+  std::vector<float> grad(1 << 18, 1.0f);
+  comm.all_reduce(grad.data(), grad.data(), grad.size(), paro::ReduceOp::sum);  // every endpoint wired
+  std::thread killer;
+  if (r == n - 1)
+    killer = std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::raise(SIGKILL);
+    });
+  std::string seen;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    for (int i = 0; i < 100000; ++i)
+      comm.all_reduce(grad.data(), grad.data(), grad.size(), paro::ReduceOp::max, {Algorithm::ring});
+  } catch (const paro::Error& e) {
+    seen = e.kind() == paro::ErrorKind::peer_failure ? "PeerFailure"
+           : e.kind() == paro::ErrorKind::timeout    ? "TimeoutError"
+                                                     : paro::name_of(e.kind());
+    const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("rank %d saw %s after %.1f s: %s\n", r, seen.c_str(), after, e.message().c_str());
+    std::fflush(stdout);
+  }
+  if (killer.joinable()) killer.join();  // not reached by the victim
+  EXPECT_FALSE(seen.empty()) << "rank " << r << " finished every all-reduce although rank " << n - 1 << " was killed";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (as_processes() && paro::env::get("RANK") != "0") GTEST_FLAG_SET(brief, true);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
