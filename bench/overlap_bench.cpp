@@ -146,7 +146,7 @@ int run(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& 
 int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"paro-overlap: a nonblocking collective overlapped with compute, against max and sum"};
-  app.add_option("--backend", s.backend, "threads or mpi")->capture_default_str();
+  app.add_option("--backend", s.backend, "threads, mpi or ucx (under paro-run)")->capture_default_str();
   app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));

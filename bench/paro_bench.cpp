@@ -3,6 +3,7 @@
 //   paro-bench --backend threads -t 8 --coll all_reduce --algo all -b 1K -e 64M -f 4
 //   paro-bench -t 8 --emulate nodes=2,ranks=4,intra_gbps=20,inter_gbps=2 --coll all --algo all -b 64M -e 64M
 //   mpirun -np 4 paro-bench --backend mpi --coll all_gather --algo ring,native
+//   paro-run -n 8 -- paro-bench --backend ucx --algo ring,paro_cc -b 1M -e 64M
 //   paro-bench -t 2 --emulate nodes=2,ranks=1,inter_gbps=1 --coll compressed_all_reduce --ratio 32 --shape 16384x1024
 //   paro-bench-cuda --backend threads --device cuda -t 8 --emulate nodes=2,ranks=4 --algo all   (ranks share the GPUs)
 //   mpirun -np 16 paro-bench-cuda --backend nccl --emulate ... --algo native,paro_cc           (one GPU per rank)
@@ -623,16 +624,16 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
 #ifdef PARO_HAVE_CUDA
-  app.add_option("--backend", s.backend, "threads, mpi or nccl")
+  app.add_option("--backend", s.backend, "threads, mpi, ucx (under paro-run) or nccl")
       ->capture_default_str()
-      ->check(CLI::IsMember({"threads", "mpi", "nccl"}));
+      ->check(CLI::IsMember({"threads", "mpi", "ucx", "nccl"}));
   app.add_option("--device", s.device, "threads backend: buffers in host or cuda (device) memory")
       ->capture_default_str()
       ->check(CLI::IsMember({"host", "cuda"}));
 #else
-  app.add_option("--backend", s.backend, "threads or mpi")
+  app.add_option("--backend", s.backend, "threads, mpi or ucx (under paro-run)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"threads", "mpi"}));
+      ->check(CLI::IsMember({"threads", "mpi", "ucx"}));
 #endif
   app.add_option(
          "--coll", s.coll,

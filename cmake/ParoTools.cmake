@@ -14,7 +14,7 @@ elseif(NOT PARO_SANITIZE STREQUAL "")
   message(FATAL_ERROR "PARO_SANITIZE='${PARO_SANITIZE}': allowed values are '', address, thread")
 endif()
 
-# paro_add_tool(NAME SOURCE): a command-line tool (CLI11, nlohmann-json) with the mpi backend where built.
+# paro_add_tool(NAME SOURCE): a command-line tool (CLI11, nlohmann-json) with the mpi and ucx backends where built.
 # Where CLI11 or nlohmann-json is not installed (the GPU machine of scripts/gpu-check.sh), their headers
 # copied to third_party/include by scripts/gpu-prepare.sh stand in.
 function(paro_header_only_fallback package target header)
@@ -35,5 +35,8 @@ function(paro_add_tool name source)
   target_link_libraries(${name} PRIVATE paro::paro paro_tool_flags CLI11::CLI11 nlohmann_json::nlohmann_json)
   if(PARO_HAVE_MPI)
     target_link_libraries(${name} PRIVATE paro::mpi)
+  endif()
+  if(PARO_HAVE_UCX)
+    target_link_libraries(${name} PRIVATE paro::ucx)
   endif()
 endfunction()

@@ -22,6 +22,7 @@
 #include "paro/bootstrap/bootstrap.hpp"
 #include "paro/bootstrap/from_env.hpp"
 #include "paro/testing/collective_check.hpp"
+#include "paro/testing/nonblocking_check.hpp"
 #include "paro/testing/transport_check.hpp"
 #include "paro/transport/ucx.hpp"
 
@@ -88,11 +89,11 @@ TEST(UcxTransport, Conformance) {
 }
 
 // The ranks' workers talk over UCX's inter-process transports, never `self` (a worker's endpoint to itself):
-// TCP where endpoints handle peer failure (UCX 1.13 offers no shared memory transport then), shared memory
-// with PARO_UCX_PEER_ERRORS=0. And the worker is multi-threaded (Debian's UCX is built with
-// --enable-mt), which the lanes need.
+// shared memory between ranks of one host (PARO_UCX_PEER_ERRORS auto or off), TCP where every endpoint has
+// UCX's peer error handling (PARO_UCX_PEER_ERRORS=ucx: UCX 1.13 offers no shared memory transport then).
+// And the worker is multi-threaded (Debian's UCX is built with --enable-mt), which the lanes need.
 TEST(UcxTransport, RanksUseSharedMemoryOrTcp) {
-  const bool peer_errors = paro::env::integer_or("PARO_UCX_PEER_ERRORS", 1, 0, 1) == 1;
+  const bool peer_errors = paro::env::get("PARO_UCX_PEER_ERRORS").value_or("auto") == "ucx";
   auto failures = everywhere([peer_errors](paro::ucx::Transport& t) {
     Failures f;
     if (!t.concurrent_use()) f.push_back("the worker is not UCS_THREAD_MODE_MULTI");
@@ -268,6 +269,22 @@ TEST_P(UcxHierarchical, EveryCollectiveIsExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxHierarchical, ::testing::Values(Scope::global, Scope::intra, Scope::inter));
+
+// Nonblocking collectives in flight on an emulated cluster: mixed collectives, algorithms, scopes, types
+// and counts, completed out of order, exact (testing/nonblocking_check.hpp).
+TEST(UcxNonblocking, ManyInFlightMixedExact) {
+  auto failures = everywhere([](paro::ucx::Transport& t) {
+    paro::CommunicatorConfig config;
+    config.discovery.emulate = emulated_cluster(t.size());
+    config.group.allow_uneven = true;
+    UcxComm comm(t, config);
+    Failures f;
+    for (std::uint64_t seed = 0; seed < 4; ++seed)
+      for (auto& s : paro::testing::check_nonblocking(comm, seed, 10)) f.push_back(s);
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
 
 // A process killed in the middle of a collective (ctest ucx_peer_killed: paro-run --grace, PARO_TIMEOUT=10,
 // PARO_UCX_FAULT_TEST=1). The victim, the last rank, kills itself with SIGKILL from a thread while every

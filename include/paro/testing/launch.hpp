@@ -26,6 +26,12 @@
 #ifdef PARO_HAVE_MPI
 #include "paro/transport/mpi.hpp"
 #endif
+#ifdef PARO_HAVE_UCX
+#include <memory>
+
+#include "paro/bootstrap/from_env.hpp"
+#include "paro/transport/ucx.hpp"
+#endif
 #ifdef PARO_HAVE_CUDA
 #include "paro/transport/nccl.hpp"
 #include "paro/transport/threads_cuda.cuh"
@@ -91,7 +97,7 @@ auto run_on_thread_ranks(int n, const CommunicatorConfig& config, Body&& body, M
 }
 
 struct LaunchOptions {
-  std::string backend = "threads";  // threads or mpi; where built with CUDA also nccl
+  std::string backend = "threads";  // threads, mpi or ucx (under paro-run); where built with CUDA also nccl
   std::string device = "host";      // threads: buffers in host or (CUDA builds) cuda memory
   int thread_ranks = 8;             // threads, and nccl without MPI: ranks in this process
   // The emulated cluster (PARO_EMULATE form); empty: PARO_EMULATE, else for threads with an even rank
@@ -124,11 +130,11 @@ inline std::string emulation_option(const LaunchOptions& o) {
 // paro::Error unless the backend and device are known and built here.
 inline void check_launch_options(const LaunchOptions& o) {
 #ifdef PARO_HAVE_CUDA
-  const bool known = o.backend == "threads" || o.backend == "mpi" || o.backend == "nccl";
-  const char* allowed = "threads, mpi, nccl";
+  const bool known = o.backend == "threads" || o.backend == "mpi" || o.backend == "ucx" || o.backend == "nccl";
+  const char* allowed = "threads, mpi, ucx, nccl";
 #else
-  const bool known = o.backend == "threads" || o.backend == "mpi";
-  const char* allowed = "threads, mpi";
+  const bool known = o.backend == "threads" || o.backend == "mpi" || o.backend == "ucx";
+  const char* allowed = "threads, mpi, ucx";
 #endif
   detail::require(known, "--backend ", o.backend, ": allowed values are ", allowed);
   detail::require(o.device == "host" || o.device == "cuda", "--device ", o.device, ": allowed values are host, cuda");
@@ -143,7 +149,23 @@ inline void check_launch_options(const LaunchOptions& o) {
   detail::require(o.backend != "mpi", "--backend mpi: this ", o.program,
                   " was built without MPI (configure with MPI installed)");
 #endif
+#ifndef PARO_HAVE_UCX
+  detail::require(o.backend != "ucx", "--backend ucx: this ", o.program,
+                  " was built without UCX (configure with libucx-dev installed)");
+#endif
 }
+
+#ifdef PARO_HAVE_UCX
+// This process's rank of a job started by paro-run, torchrun or srun: its UCX world bootstrapped through
+// the store PARO_STORE names (bootstrap/from_env.hpp), over make_transport(world).
+template <class Result, class Body, class MakeTransport>
+Launched<Result> run_on_ucx_rank(const CommunicatorConfig& config, Body& body, MakeTransport&& make_transport) {
+  const std::unique_ptr<bootstrap::Bootstrap> boot = bootstrap::bootstrap_from_env();
+  ucx::Transport world(*boot);
+  Communicator comm(make_transport(world), config);
+  return {body(comm), comm.rank() == 0};
+}
+#endif
 
 #ifdef PARO_HAVE_MPI
 // This process's rank of an MPI job (MPI initialised here unless it already is), over make_transport(world).
@@ -190,6 +212,9 @@ auto launch(const LaunchOptions& o, Body&& body) {
   };
 #ifdef PARO_HAVE_MPI
   if (o.backend == "mpi") return run_on_mpi_rank<Result>(o, config, body, paced_over);
+#endif
+#ifdef PARO_HAVE_UCX
+  if (o.backend == "ucx") return run_on_ucx_rank<Result>(config, body, paced_over);
 #endif
   return rank_0_of(run_on_thread_ranks(o.thread_ranks, config, body, paced_over));
 }

@@ -19,11 +19,17 @@
 // the next ones (see split()).
 //
 // Peer failure. UCX 1.13 selects none of its shared-memory transports (sysv, posix, cma, not even `self`)
-// for an endpoint with UCP_ERR_HANDLING_MODE_PEER: ranks on one host then talk over TCP on the loopback.
-// PARO_UCX_PEER_ERRORS=0 trades the detection for shared memory: endpoints without error handling, a dead
-// peer found only by PARO_TIMEOUT. With it (the default), a peer's failure reaches the error callback
-// (a TCP connection reset, or keepalive: UCX_KEEPALIVE_INTERVAL), which marks the peer; sends to it fail,
-// and a wait for a message from it ends with PeerFailure once the worker is idle.
+// for an endpoint with UCP_ERR_HANDLING_MODE_PEER: ranks on one host would talk TCP over the loopback, at a
+// third of shared memory's bandwidth. So PARO_UCX_PEER_ERRORS picks per endpoint:
+//   auto (default)  a peer on this host (same host name and PID namespace) gets an endpoint without UCX's
+//                   error handling, so that UCX can use shared memory, and is watched by its process
+//                   (kill(pid, 0) while a wait on it is idle: a process that is gone is a failed peer);
+//                   a peer on another host gets UCP_ERR_HANDLING_MODE_PEER
+//   ucx             UCP_ERR_HANDLING_MODE_PEER on every endpoint (TCP on one host)
+//   off             no error handling: a dead peer is found only by PARO_TIMEOUT
+// UCX reports a peer's failure to the endpoint's error callback (a TCP connection reset, or keepalive:
+// UCX_KEEPALIVE_INTERVAL), which marks the peer, as the process watch does; sends to a marked peer fail,
+// and a wait on it ends with PeerFailure once the worker is idle.
 //
 // Threads. The worker is created UCS_THREAD_MODE_MULTI where the UCX build supports it (UCX then locks the
 // worker itself), and concurrent_use() is true exactly then: the lanes of paro_cc drive different splits
@@ -32,8 +38,12 @@
 // callback on whichever thread progresses), the context-id reservations (a mutex) and the endpoints (written
 // once, in the constructor).
 
+#include <signal.h>
+#include <sys/types.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -93,6 +103,24 @@ inline std::string host_name() {
   return name;
 }
 
+// The host name and this process's PID namespace: processes with the same identity can see each other's
+// pids (containers with one host name may not).
+inline std::string host_identity() {
+  char ns[128] = {};
+  const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  return host_name() + (n > 0 ? "|" + std::string(ns, static_cast<std::size_t>(n)) : std::string("|unknown"));
+}
+
+enum class PeerErrors { automatic, ucx, off };
+
+inline PeerErrors peer_errors_from_env() {
+  const auto v = env::get("PARO_UCX_PEER_ERRORS");
+  if (!v || *v == "auto") return PeerErrors::automatic;
+  if (*v == "ucx") return PeerErrors::ucx;
+  if (*v == "off") return PeerErrors::off;
+  throw UsageError("PARO_UCX_PEER_ERRORS='" + *v + "'; allowed: auto ucx off");
+}
+
 struct State;
 
 // The argument of an endpoint's error callback: which peer failed (stable address, one per world rank).
@@ -108,7 +136,9 @@ struct State {
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
   bool multi_thread = false;
-  bool peer_errors = true;  // UCP_ERR_HANDLING_MODE_PEER (PARO_UCX_PEER_ERRORS)
+  PeerErrors peer_errors = PeerErrors::automatic;  // PARO_UCX_PEER_ERRORS
+  std::vector<char> ucx_errors;                    // by world rank: its endpoint has UCX's error handling
+  std::vector<pid_t> watched;                      // by world rank: its process, where it is watched; else 0
   int rank = 0;
   int size = 0;
   double timeout = 300.0;
@@ -123,10 +153,7 @@ struct State {
   std::set<std::uint32_t> taken, reserved;           // ids at or above next_context
 
   explicit State(bootstrap::Bootstrap& boot)
-      : peer_errors(env::integer_or("PARO_UCX_PEER_ERRORS", 1, 0, 1) == 1),
-        rank(boot.rank()),
-        size(boot.size()),
-        timeout(env::timeout_seconds()) {
+      : peer_errors(peer_errors_from_env()), rank(boot.rank()), size(boot.size()), timeout(env::timeout_seconds()) {
     paro::detail::require(size <= max_ranks, "ucx::Transport: ", size, " ranks; the tag layout allows at most ",
                           max_ranks);
     try {
@@ -142,6 +169,13 @@ struct State {
 
   ucs_status_t failure_of(int world_rank) const {
     return static_cast<ucs_status_t>(failed[static_cast<std::size_t>(world_rank)].load(std::memory_order_acquire));
+  }
+
+  // A watched peer whose process is gone is marked failed (called while a wait on it is idle).
+  void watch(int world_rank) {
+    const pid_t pid = watched[static_cast<std::size_t>(world_rank)];
+    if (pid != 0 && failure_of(world_rank) == UCS_OK && kill(pid, 0) != 0 && errno == ESRCH)
+      failed[static_cast<std::size_t>(world_rank)].store(UCS_ERR_CONNECTION_RESET, std::memory_order_release);
   }
 
   bool no_failed_peer() const {
@@ -237,11 +271,11 @@ struct State {
     check(ucp_worker_query(worker, &attr), "ucp_worker_query");
     multi_thread = attr.thread_mode == UCS_THREAD_MODE_MULTI;
 
-    // Every rank's host name and worker address, over the bootstrap: "<host>\0<address bytes>".
+    // Every rank's host identity, pid and worker address, over the bootstrap: "<host>\0<pid>\0<address>".
     ucp_address_t* address = nullptr;
     std::size_t address_length = 0;
     check(ucp_worker_get_address(worker, &address, &address_length), "ucp_worker_get_address");
-    const std::string host = host_name();
+    const std::string host = host_identity() + '\0' + std::to_string(getpid());
     bootstrap::Bytes mine(host.begin(), host.end());
     mine.push_back(0);
     const auto* a = reinterpret_cast<const std::uint8_t*>(address);
@@ -252,19 +286,30 @@ struct State {
                           all.size(), " rows for ", size, " ranks");
 
     hosts.resize(static_cast<std::size_t>(size));
+    ucx_errors.assign(static_cast<std::size_t>(size), 0);
+    watched.assign(static_cast<std::size_t>(size), 0);
     eps.assign(static_cast<std::size_t>(size), nullptr);
+    const std::string my_host = host_identity();
     for (int r = 0; r < size; ++r) {
       const bootstrap::Bytes& row = all[static_cast<std::size_t>(r)];
       const auto zero = std::find(row.begin(), row.end(), std::uint8_t{0});
-      if (zero == row.end() || zero + 1 == row.end())
+      const auto pid_end = zero == row.end() ? row.end() : std::find(zero + 1, row.end(), std::uint8_t{0});
+      if (pid_end == row.end() || pid_end + 1 == row.end())
         throw BackendError(
             paro::detail::concat("ucx::Transport: rank ", r, "'s bootstrap row is not a worker address"));
-      hosts[static_cast<std::size_t>(r)].assign(row.begin(), zero);
+      const std::string host(row.begin(), zero);
+      hosts[static_cast<std::size_t>(r)] = host.substr(0, host.find('|'));
+      const pid_t pid = static_cast<pid_t>(std::strtol(std::string(zero + 1, pid_end).c_str(), nullptr, 10));
+      const bool same_host = host == my_host;
+      ucx_errors[static_cast<std::size_t>(r)] =
+          peer_errors == PeerErrors::ucx || (peer_errors == PeerErrors::automatic && !same_host);
+      if (peer_errors == PeerErrors::automatic && same_host && pid != getpid())
+        watched[static_cast<std::size_t>(r)] = pid;
       ucp_ep_params_t ep{};
       ep.field_mask =
           UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep.address = reinterpret_cast<const ucp_address_t*>(&*(zero + 1));
-      ep.err_mode = peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+      ep.address = reinterpret_cast<const ucp_address_t*>(&*(pid_end + 1));
+      ep.err_mode = ucx_errors[static_cast<std::size_t>(r)] ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
       ep.err_handler.cb = &on_peer_error;
       ep.err_handler.arg = &slots[static_cast<std::size_t>(r)];
       check(ucp_ep_create(worker, &ep, &eps[static_cast<std::size_t>(r)]), "ucp_ep_create");
@@ -310,7 +355,7 @@ struct State {
         if (!eps[r]) continue;
         ucp_request_param_t param{};
         // Forcing needs peer error handling on both sides (ucp.h); without it every close flushes.
-        if (peer_errors && (!healthy || failure_of(static_cast<int>(r)) != UCS_OK)) {
+        if (ucx_errors[r] && (!healthy || failure_of(static_cast<int>(r)) != UCS_OK)) {
           param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
           param.flags = UCP_EP_CLOSE_FLAG_FORCE;
         }
@@ -448,8 +493,10 @@ class Transport : public HostMemory {
       const auto deadline = detail::after(s.timeout);
       bool peer_failed = false;
       status = s.progress_until(r.handle_, [&](bool idle) {
-        // Only when idle: what a peer sent before it failed has been delivered by then.
-        peer_failed = idle && !r.is_send_ && s.failure_of(r.world_peer_) != UCS_OK;
+        // Only when idle: what a peer sent before it failed has been delivered by then. A send to a failed
+        // peer without UCX's error handling (a watched one) would wait forever.
+        if (idle) s.watch(r.world_peer_);
+        peer_failed = idle && s.failure_of(r.world_peer_) != UCS_OK;
         return peer_failed || detail::Clock::now() > deadline;
       });
       if (status == UCS_INPROGRESS) {
@@ -616,10 +663,12 @@ class Transport : public HostMemory {
   }
 
   PeerFailure peer_failure(const detail::State& s, const Request& r) const {
-    return PeerFailure(paro::detail::concat("rank ", rank_, ": rank ", r.peer_, " (world rank ", r.world_peer_,
-                                            ") failed (UCX: ", ucs_status_string(s.failure_of(r.world_peer_)),
-                                            ") during ", r.is_send_ ? "a send to it" : "a receive from it", " (",
-                                            r.bytes_, " bytes, tag ", r.tag_, ")"));
+    const pid_t pid = s.watched[static_cast<std::size_t>(r.world_peer_)];
+    const std::string why = pid != 0 ? paro::detail::concat("its process ", pid, " on this host is gone")
+                                     : paro::detail::concat("UCX: ", ucs_status_string(s.failure_of(r.world_peer_)));
+    return PeerFailure(paro::detail::concat(
+        "rank ", rank_, ": rank ", r.peer_, " (world rank ", r.world_peer_, ") failed (", why, ") during ",
+        r.is_send_ ? "a send to it" : "a receive from it", " (", r.bytes_, " bytes, tag ", r.tag_, ")"));
   }
 };
 
