@@ -31,6 +31,9 @@
 
 #include "paro/bootstrap/from_env.hpp"
 #include "paro/transport/ucx.hpp"
+#ifdef PARO_HAVE_MPI
+#include "paro/bootstrap/mpi.hpp"
+#endif
 #endif
 #ifdef PARO_HAVE_CUDA
 #include "paro/transport/nccl.hpp"
@@ -157,13 +160,27 @@ inline void check_launch_options(const LaunchOptions& o) {
 
 #ifdef PARO_HAVE_UCX
 // This process's rank of a job started by paro-run, torchrun or srun: its UCX world bootstrapped through
-// the store PARO_STORE names (bootstrap/from_env.hpp), over make_transport(world).
+// the store PARO_STORE names (bootstrap/from_env.hpp), or over MPI under mpirun without PARO_STORE; over
+// make_transport(world).
 template <class Result, class Body, class MakeTransport>
-Launched<Result> run_on_ucx_rank(const CommunicatorConfig& config, Body& body, MakeTransport&& make_transport) {
+Launched<Result> run_on_ucx_rank(const LaunchOptions& o, const CommunicatorConfig& config, Body& body,
+                                 MakeTransport&& make_transport) {
+  auto run_over = [&](bootstrap::Bootstrap& boot) {
+    ucx::Transport world(boot);
+    Communicator comm(make_transport(world), config);
+    return Launched<Result>{body(comm), comm.rank() == 0};
+  };
+#ifdef PARO_HAVE_MPI
+  if (!env::get("PARO_STORE")) {
+    mpi::Environment environment(o.argc, o.argv);
+    bootstrap::MpiBootstrap boot(MPI_COMM_WORLD);
+    return run_over(boot);
+  }
+#else
+  (void)o;
+#endif
   const std::unique_ptr<bootstrap::Bootstrap> boot = bootstrap::bootstrap_from_env();
-  ucx::Transport world(*boot);
-  Communicator comm(make_transport(world), config);
-  return {body(comm), comm.rank() == 0};
+  return run_over(*boot);
 }
 #endif
 
@@ -214,7 +231,7 @@ auto launch(const LaunchOptions& o, Body&& body) {
   if (o.backend == "mpi") return run_on_mpi_rank<Result>(o, config, body, paced_over);
 #endif
 #ifdef PARO_HAVE_UCX
-  if (o.backend == "ucx") return run_on_ucx_rank<Result>(config, body, paced_over);
+  if (o.backend == "ucx") return run_on_ucx_rank<Result>(o, config, body, paced_over);
 #endif
   return rank_0_of(run_on_thread_ranks(o.thread_ranks, config, body, paced_over));
 }
