@@ -67,15 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
     param_name);
 
 TEST(MpiSplit, ParitySubCommunicatorsReduceIndependently) {
-  auto& comm = world();
-  const int r = comm.rank();
-  paro::Communicator sub(comm.transport().split(r % 2, r));
-  std::int64_t x = r, sum = 0;
-  sub.all_reduce(&x, &sum, 1, paro::ReduceOp::sum, {Algorithm::ring});
-  std::int64_t want = 0;
-  for (int q = r % 2; q < comm.size(); q += 2) want += q;
-  EXPECT_EQ(sum, want);
-  EXPECT_EQ(sub.size(), (comm.size() + 1 - r % 2) / 2);
+  const auto failures = paro::testing::check_parity_split(world());
+  EXPECT_TRUE(failures.empty()) << join(failures);
 }
 
 // Scoped collectives on groups of 2 (the last one smaller for odd rank counts) and their rails.

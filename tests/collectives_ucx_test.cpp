@@ -208,17 +208,7 @@ INSTANTIATE_TEST_SUITE_P(Ucx, UcxCollective,
 TEST(UcxSplit, ParitySubCommunicatorsReduceIndependently) {
   auto failures = everywhere([](paro::ucx::Transport& t) {
     UcxComm comm(t);
-    const int r = comm.rank();
-    paro::Communicator sub(comm.transport().split(r % 2, r));
-    std::int64_t x = r, sum = 0;
-    sub.all_reduce(&x, &sum, 1, paro::ReduceOp::sum, {Algorithm::ring});
-    std::int64_t want = 0;
-    for (int q = r % 2; q < comm.size(); q += 2) want += q;
-    Failures f;
-    if (sum != want) f.push_back(paro::detail::concat("rank ", r, ": parity sum ", sum, ", want ", want));
-    if (sub.size() != (comm.size() + 1 - r % 2) / 2)
-      f.push_back(paro::detail::concat("rank ", r, ": sub size ", sub.size()));
-    return f;
+    return paro::testing::check_parity_split(comm);
   });
   EXPECT_TRUE(failures.empty()) << join(failures);
 }

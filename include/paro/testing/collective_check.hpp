@@ -196,6 +196,24 @@ std::string run_case(Communicator<Transport, Registry>& comm, const Case& c) {
   return check_case(comm, c).report;
 }
 
+// A split by rank parity: each half all-reduces on its own (host buffers: for host-memory transports).
+// Returns this rank's failures.
+template <class Transport, class Registry>
+std::vector<std::string> check_parity_split(Communicator<Transport, Registry>& comm) {
+  const int r = comm.rank();
+  Communicator<Transport> sub(comm.transport().split(r % 2, r));
+  std::int64_t x = r, sum = 0;
+  sub.all_reduce(&x, &sum, 1, ReduceOp::sum, {Algorithm::ring});
+  std::int64_t want = 0;
+  for (int q = r % 2; q < comm.size(); q += 2) want += q;
+  std::vector<std::string> failures;
+  if (sum != want) failures.push_back(detail::concat("rank ", r, ": parity sum ", sum, ", want ", want));
+  const int want_size = (comm.size() + 1 - r % 2) / 2;
+  if (sub.size() != want_size)
+    failures.push_back(detail::concat("rank ", r, ": parity communicator of ", sub.size(), " ranks, want ", want_size));
+  return failures;
+}
+
 // PARO_TEST_MATRIX=reduced (the sanitizer runs of scripts/test.sh): three data types and three ops
 // instead of all; the plain run covers them all, and memory errors and races do not depend on the type.
 inline bool reduced_matrix() {
