@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 
@@ -50,13 +51,6 @@
 #include "paro/transport/transport.hpp"
 
 namespace paro {
-
-namespace detail {
-template <class T, class = void>
-struct has_bind_thread : std::false_type {};
-template <class T>
-struct has_bind_thread<T, std::void_t<decltype(std::declval<T&>().bind_thread())>> : std::true_type {};
-}  // namespace detail
 
 struct Options {
   Algorithm algorithm = Algorithm::automatic;
@@ -113,7 +107,13 @@ class Communicator {
   // Returns once every rank of the scope has called it (after this rank's earlier collectives completed).
   void barrier(Scope s = Scope::global) {
     Transport& t = scoped("barrier", s);
-    engine_.run_now("barrier", [&t] { control::barrier(t); });
+    engine_.run_now([&t] { control::barrier(t); }, [] { return std::string("barrier"); });
+  }
+
+  // Whether a call of c may request algorithm a here: registered, with a schedule for c, and (native) on a
+  // backend that has its own collectives.
+  static bool available(Algorithm a, Collective c) {
+    return Registry::contains(a) && Registry::implements(a, c) && on_this_backend(a);
   }
 
   // The name of an algorithm of this communicator's registry.
@@ -249,8 +249,16 @@ class Communicator {
     Scope scope;
     Plan plan;
     algorithms::Call call;
-    std::string what;  // for errors: "all_reduce ring global count=... f32 sum"
+    bool in_place;
     void operator()() const { self->execute(*this); }
+    // "all_reduce ring global count=... float sum in-place": for logs and errors, formatted only there.
+    friend std::ostream& operator<<(std::ostream& out, const Job& j) {
+      out << paro::name_of(j.collective) << " " << name_of(j.plan.algorithm) << " " << paro::name_of(j.scope)
+          << " count=" << j.call.count << " " << paro::name_of(j.call.dt);
+      if (j.collective != Collective::all_gather) out << " " << paro::name_of(j.call.op);
+      return out << (j.in_place ? " in-place" : "");
+    }
+    std::string describe() const { return detail::concat(*this); }
   };
 
   // The checks that need no communication, and the plan; the rest happens in execute().
@@ -289,19 +297,16 @@ class Communicator {
   }
 
   Job job(Collective c, std::size_t bytes, Options o, const algorithms::Call& call, bool in_place) {
-    const Plan p = plan(c, bytes, o.algorithm, o.scope);
-    std::string what = detail::concat(paro::name_of(c), " ", name_of(p.algorithm), " ", paro::name_of(o.scope),
-                                      " count=", call.count, " ", paro::name_of(call.dt));
-    if (c != Collective::all_gather) what += std::string(" ") + paro::name_of(call.op);
-    if (in_place) what += " in-place";
-    log::info(rank(), what);
-    return {this, c, o.scope, p, call, std::move(what)};
+    Job j{this, c, o.scope, plan(c, bytes, o.algorithm, o.scope), call, in_place};
+    log::info(rank(), j);
+    return j;
   }
 
-  void run_now(const Job& j) { engine_.run_now(j.what, j); }
-  Request submit(Job j) {
-    std::string what = j.what;
-    return engine_.submit(std::move(what), std::move(j));
+  void run_now(const Job& j) {
+    engine_.run_now(j, [&j] { return j.describe(); });
+  }
+  Request submit(const Job& j) {
+    return engine_.submit(j, [j] { return j.describe(); });
   }
 
   // On the thread that runs the collective: agreement (PARO_CHECK), then the schedule.
@@ -321,7 +326,7 @@ class Communicator {
 
   // A CUDA backend's calls act on the calling thread's current device: the progress thread selects it.
   void bind_worker_thread() {
-    if constexpr (detail::has_bind_thread<Transport>::value) t_.bind_thread();
+    if constexpr (has_bind_thread_v<Transport>) t_.bind_thread();
   }
 
   void run(Collective c, const Plan& p, Scope s, const algorithms::Call& call) {
@@ -362,7 +367,7 @@ class Communicator {
   static std::string allowed_for(Collective c) {
     std::string out = "automatic";
     for (Algorithm a : Registry::ids)
-      if (Registry::implements(a, c) && on_this_backend(a)) out += std::string(" ") + name_of(a);
+      if (available(a, c)) out += std::string(" ") + name_of(a);
     return out;
   }
 

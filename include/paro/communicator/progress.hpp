@@ -33,7 +33,6 @@ namespace paro {
 namespace detail {
 
 struct RequestState {
-  std::string what;  // "all_reduce ring count=..." for errors
   std::mutex mutex;
   std::condition_variable completed;
   bool done = false;
@@ -114,14 +113,14 @@ class ProgressEngine {
     if (worker_.joinable()) worker_.join();
   }
 
-  // Queues task to run on the worker thread after everything issued before it.
-  Request submit(std::string what, std::function<void()> task) {
+  // Queues task to run on the worker thread after everything issued before it. describe() names the
+  // collective in errors (called only on a failure, so that no call pays for formatting it).
+  Request submit(std::function<void()> task, std::function<std::string()> describe) {
     auto state = std::make_shared<detail::RequestState>();
-    state->what = std::move(what);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
-      queue_.push_back({state, std::move(task)});
+      queue_.push_back({state, std::move(task), std::move(describe)});
     }
     changed_.notify_all();
     return Request(state);
@@ -129,24 +128,18 @@ class ProgressEngine {
 
   // Runs task on the calling thread once everything issued before it has finished; throws its error, or the
   // earlier failure that stops it from running.
-  template <class Task>
-  void run_now(const std::string& what, Task&& task) {
+  template <class Task, class Describe>
+  void run_now(Task&& task, Describe&& describe) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [&] { return queue_.empty() && !busy_; });
-      if (failed_) throw_earlier_failure(what);
+      if (failed_) std::rethrow_exception(earlier_failure(describe()));
       busy_ = true;
     }
-    std::exception_ptr error;
-    try {
-      task();
-    } catch (...) {
-      error = as_paro_error(std::current_exception(), what);
-    }
+    const std::exception_ptr error = attempt(task, describe);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       busy_ = false;
-      if (error && !failed_) record_failure(error, what);
     }
     changed_.notify_all();
     if (error) std::rethrow_exception(error);
@@ -163,6 +156,7 @@ class ProgressEngine {
   struct Item {
     std::shared_ptr<detail::RequestState> state;
     std::function<void()> task;
+    std::function<std::string()> describe;
   };
 
   std::function<void()> on_worker_start_;
@@ -176,14 +170,9 @@ class ProgressEngine {
   std::thread worker_;
 
   void work() {
-    std::exception_ptr start_error;
-    if (on_worker_start_) try {
-        on_worker_start_();
-      } catch (...) {
-        start_error = as_paro_error(std::current_exception(), "the progress thread's start");
-      }
+    auto starting = [] { return std::string("the progress thread's start"); };
+    if (on_worker_start_) attempt(on_worker_start_, starting);
     std::unique_lock<std::mutex> lock(mutex_);
-    if (start_error) record_failure(start_error, "the progress thread's start");
     for (;;) {
       changed_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
       if (queue_.empty()) return;
@@ -191,20 +180,11 @@ class ProgressEngine {
       Item& item = queue_.front();
       std::exception_ptr error;
       if (failed_) {
-        try {
-          throw_earlier_failure(item.state->what);
-        } catch (...) {
-          error = std::current_exception();
-        }
+        error = earlier_failure(item.describe());
       } else {
         lock.unlock();
-        try {
-          item.task();
-        } catch (...) {
-          error = as_paro_error(std::current_exception(), item.state->what);
-        }
+        error = attempt(item.task, item.describe);
         lock.lock();
-        if (error && !failed_) record_failure(error, item.state->what);
       }
       auto state = std::move(item.state);
       queue_.pop_front();
@@ -216,32 +196,51 @@ class ProgressEngine {
     }
   }
 
-  void record_failure(std::exception_ptr error, const std::string& what) {
-    failed_ = std::move(error);
-    failed_what_ = what;
-  }
-
-  // Called with mutex_ held and failed_ set.
-  [[noreturn]] void throw_earlier_failure(const std::string& what) const {
+  // Runs task (without the lock held); returns its failure as a paro::Error, recorded as the first failure
+  // if it is one.
+  template <class Task, class Describe>
+  std::exception_ptr attempt(Task& task, Describe& describe) {
     try {
-      std::rethrow_exception(failed_);
-    } catch (const Error& e) {
-      throw_error(e.kind(),
-                  detail::concat(what, ": not run: the earlier ", failed_what_, " failed on this communicator (",
-                                 e.message(), "); its ranks are out of step, make a new communicator"));
+      task();
+      return nullptr;
+    } catch (...) {
+      const std::exception_ptr error = as_paro_error(std::current_exception(), describe);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!failed_) {
+        failed_ = error;
+        failed_what_ = describe();
+      }
+      return error;
     }
   }
 
+  // Why `what` does not run: the first failure, with its kind. Called with mutex_ held and failed_ set.
+  std::exception_ptr earlier_failure(const std::string& what) const {
+    try {
+      std::rethrow_exception(failed_);
+    } catch (const Error& e) {
+      try {
+        throw_error(e.kind(),
+                    detail::concat(what, ": not run: the earlier ", failed_what_, " failed on this communicator (",
+                                   e.message(), "); its ranks are out of step, make a new communicator"));
+      } catch (...) {
+        return std::current_exception();
+      }
+    }
+    return failed_;  // not reached: failed_ is always a paro::Error (as_paro_error)
+  }
+
   // Anything a collective throws reaches the caller as a paro::Error (others become BackendError).
-  static std::exception_ptr as_paro_error(std::exception_ptr e, const std::string& what) {
+  template <class Describe>
+  static std::exception_ptr as_paro_error(std::exception_ptr e, Describe& describe) {
     try {
       std::rethrow_exception(e);
     } catch (const Error&) {
       return e;
     } catch (const std::exception& other) {
-      return std::make_exception_ptr(BackendError(detail::concat(what, ": ", other.what())));
+      return std::make_exception_ptr(BackendError(detail::concat(describe(), ": ", other.what())));
     } catch (...) {
-      return std::make_exception_ptr(BackendError(detail::concat(what, ": an unknown exception")));
+      return std::make_exception_ptr(BackendError(detail::concat(describe(), ": an unknown exception")));
     }
   }
 };

@@ -99,14 +99,14 @@ class Engine {
   void end_micro_step() {
     if (s_.g == Partition::N) return;
     if (!overlap_) {
-      for (Request& r : start_scatter(full_grads_.data(), trainable_len_, s_.g)) r.wait();
+      scatter(full_grads_.data(), trainable_len_, s_.g, false);
       accumulate(full_grads_.data());
       return;
     }
     finish_scatter();
     // The next micro-step's backward writes the other buffer while this one's reduce-scatter runs.
     std::swap(full_grads_, in_flight_grads_);
-    pending_ = start_scatter(in_flight_grads_.data(), trainable_len_, s_.g);
+    pending_ = scatter(in_flight_grads_.data(), trainable_len_, s_.g, true);
   }
 
   // g != N: each micro-step's gradient reduce-scatter runs while the next micro-step computes (its result
@@ -130,17 +130,17 @@ class Engine {
       sync_(g, L);
       scale = 1.0f / static_cast<float>(accumulation);
     } else if (s_.g == Partition::N) {
-      intra_reduce_scatter(g, L).wait();
+      intra_reduce_scatter(g, L);
       if (s_.os == Partition::G)
-        rail_reduce_scatter(g + offset(Partition::I, L), L).wait();
+        rail_reduce_scatter(g + offset(Partition::I, L), L);
       else
-        rail_all_reduce(g + offset(Partition::I, L), L).wait();
-      if (s_.os == Partition::N) intra_all_gather(g, L).wait();
+        rail_all_reduce(g + offset(Partition::I, L), L);
+      if (s_.os == Partition::N) intra_all_gather(g, L);
     } else if (s_.g == Partition::I) {
       if (s_.os == Partition::G)
-        rail_reduce_scatter(g, L).wait();
+        rail_reduce_scatter(g, L);
       else
-        rail_all_reduce(g, L).wait();
+        rail_all_reduce(g, L);
     }
     // The os shard of the gradients, inside whatever the accumulator holds.
     const float* shard = g + (offset(s_.os, L) - offset(s_.g, L));
@@ -157,8 +157,8 @@ class Engine {
     // Rebuild the trainable parameters at p's partition.
     float* p = trainable_.data();
     if (s_.os == Partition::G && s_.p != Partition::G)
-      rail_all_gather(p + offset(Partition::I, L) - offset(s_.p, L), L).wait();
-    if (s_.os != Partition::N && s_.p == Partition::N) intra_all_gather(p, L).wait();
+      rail_all_gather(p + offset(Partition::I, L) - offset(s_.p, L), L);
+    if (s_.os != Partition::N && s_.p == Partition::N) intra_all_gather(p, L);
     std::fill(grads_.begin(), grads_.end(), 0.0f);
   }
 
@@ -226,35 +226,39 @@ class Engine {
   std::size_t m() const { return static_cast<std::size_t>(cluster_.group); }
   std::size_t n() const { return static_cast<std::size_t>(cluster_.ranks); }
 
-  // In place on a full vector x of length L (the I shard lands at offset(I)), or on its I slot. Started
-  // nonblocking; the blocking uses wait at once.
-  Request intra_reduce_scatter(float* x, std::size_t L) {
-    return comm_.ireduce_scatter(x, x + local_ * (L / m()), L / m(), ReduceOp::sum, intra());
+  // In place on a full vector x of length L (the I shard lands at offset(I)), or on its I slot.
+  // Reduce-scatters are started nonblocking when `start` (the overlap), else run at once (the Request
+  // returned is then complete).
+  Request intra_reduce_scatter(float* x, std::size_t L, bool start = false) {
+    return reduce_scatter(x, x + local_ * (L / m()), L / m(), intra(), start);
   }
-  Request intra_all_gather(float* x, std::size_t L) {
-    return comm_.iall_gather(x + local_ * (L / m()), x, L / m(), intra());
+  Request rail_reduce_scatter(float* slot, std::size_t L, bool start = false) {
+    return reduce_scatter(slot, slot + group_ * (L / n()), L / n(), rail(), start);
   }
-  Request rail_reduce_scatter(float* slot, std::size_t L) {
-    return comm_.ireduce_scatter(slot, slot + group_ * (L / n()), L / n(), ReduceOp::sum, rail());
+  Request reduce_scatter(float* send, float* recv, std::size_t count, Options o, bool start) {
+    if (start) return comm_.ireduce_scatter(send, recv, count, ReduceOp::sum, o);
+    comm_.reduce_scatter(send, recv, count, ReduceOp::sum, o);
+    return {};
   }
-  Request rail_all_reduce(float* slot, std::size_t L) {
-    return comm_.iall_reduce(slot, slot, L / m(), ReduceOp::sum, rail());
-  }
-  Request rail_all_gather(float* slot, std::size_t L) {
-    return comm_.iall_gather(slot + group_ * (L / n()), slot, L / n(), rail());
+  void intra_all_gather(float* x, std::size_t L) { comm_.all_gather(x + local_ * (L / m()), x, L / m(), intra()); }
+  void rail_all_reduce(float* slot, std::size_t L) { comm_.all_reduce(slot, slot, L / m(), ReduceOp::sum, rail()); }
+  void rail_all_gather(float* slot, std::size_t L) {
+    comm_.all_gather(slot + group_ * (L / n()), slot, L / n(), rail());
   }
 
   // A shard stored at partition p into the full vector `full`.
   void gather(const float* shard, float* full, std::size_t L, Partition p) {
     std::copy(shard, shard + L / parts(p, cluster_), full + offset(p, L));
-    if (p == Partition::G) rail_all_gather(full + offset(Partition::I, L), L).wait();
-    intra_all_gather(full, L).wait();
+    if (p == Partition::G) rail_all_gather(full + offset(Partition::I, L), L);
+    intra_all_gather(full, L);
   }
 
-  // Starts summing the full vector x over the ranks that share partition p's shard, left at offset(p).
-  std::vector<Request> start_scatter(float* x, std::size_t L, Partition p) {
-    std::vector<Request> started{intra_reduce_scatter(x, L)};
-    if (p == Partition::G) started.push_back(rail_reduce_scatter(x + offset(Partition::I, L), L));
+  // Sums the full vector x over the ranks that share partition p's shard, left at offset(p): at once, or
+  // started (`start`), returning the requests to wait for.
+  std::vector<Request> scatter(float* x, std::size_t L, Partition p, bool start) {
+    std::vector<Request> started;
+    started.push_back(intra_reduce_scatter(x, L, start));
+    if (p == Partition::G) started.push_back(rail_reduce_scatter(x + offset(Partition::I, L), L, start));
     return started;
   }
 

@@ -18,14 +18,12 @@
 
 namespace paro::testing {
 
-// The algorithms of Registry that implement c and run on Transport, plus automatic.
+// The algorithms a call of c may request on this communicator's backend, plus automatic.
 template <class Transport, class Registry>
 std::vector<Algorithm> runnable_algorithms(Collective c) {
   std::vector<Algorithm> out{Algorithm::automatic};
   for (Algorithm a : Registry::ids)
-    if (Registry::implements(a, c) &&
-        (Registry::family(a) != algorithms::Family::native || Transport::has_native_collectives))
-      out.push_back(a);
+    if (Communicator<Transport, Registry>::available(a, c)) out.push_back(a);
   return out;
 }
 

@@ -23,6 +23,8 @@
 // grouped send/recv), so that a schedule must not post receives ahead of its current step; the
 // Communicator then runs rings one whole block and one receive at a time. A stepwise transport may ignore
 // tags (NCCL does): its messages between a pair match in posting order whatever their tags.
+// Optional: void bind_thread() where the backend's calls depend on per-thread state (CUDA's current device):
+// a Communicator's progress thread calls it before running any collective.
 // With has_native_collectives, also native_all_reduce / native_all_gather / native_reduce_scatter taking
 // the public verbs' arguments (the passthrough baseline).
 //
@@ -149,6 +151,16 @@ struct is_stepwise<T, std::enable_if_t<T::stepwise>> : std::true_type {};
 
 template <class T>
 inline constexpr bool is_stepwise_v = detail::is_stepwise<T>::value;
+
+namespace detail {
+template <class T, class = void>
+struct has_bind_thread : std::false_type {};
+template <class T>
+struct has_bind_thread<T, std::void_t<decltype(std::declval<T&>().bind_thread())>> : std::true_type {};
+}  // namespace detail
+
+template <class T>
+inline constexpr bool has_bind_thread_v = detail::has_bind_thread<T>::value;
 
 // Whether T's buffers live in host memory (its scratch is a HostBuffer): host control data then needs
 // no staging. Decorators that forward their inner transport's memory space keep the answer.
