@@ -11,6 +11,14 @@
 
 namespace paro::testing {
 
+// The launcher of the multi-rank test bodies: thread ranks, or, compiled with PARO_TEST_RECORDED (the
+// paro-tests-recorded binary), thread ranks under NCCL's message rules, so one body serves both.
+#ifdef PARO_TEST_RECORDED
+using TestLauncher = RecordedThreads;
+#else
+using TestLauncher = HostThreads;
+#endif
+
 // Every rank's failures, rank by rank.
 inline std::vector<std::string> joined(const std::vector<std::vector<std::string>>& per_rank) {
   std::vector<std::string> all;
@@ -20,17 +28,17 @@ inline std::vector<std::string> joined(const std::vector<std::vector<std::string
 
 // Runs body(transport) on n ranks and gathers every rank's failure descriptions: for checks below the
 // Communicator (the transport conformance suite).
-template <class Launcher = HostThreads, class Body>
+template <class Launcher = TestLauncher, class Body>
 std::vector<std::string> on_transports(int n, Body body) {
   return joined(on_thread_ranks<Launcher>(n, [&](auto& t) { return body(std::move(t)); }));
 }
 
-template <class Launcher = HostThreads, class Body>
+template <class Launcher = TestLauncher, class Body>
 std::vector<std::string> on_threads(int n, Body body) {
   return joined(run_on_thread_ranks<Launcher>(n, CommunicatorConfig{}, body));
 }
 
-template <class Launcher = HostThreads, class Body>
+template <class Launcher = TestLauncher, class Body>
 std::vector<std::string> on_cluster(const std::string& emulate, const std::string& group, Body body) {
   CommunicatorConfig config;
   config.discovery.emulate = emulate;

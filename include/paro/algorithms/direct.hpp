@@ -45,11 +45,11 @@ void direct_all_gather(T& t, void* buf, const Layout& layout, DataType dt, After
     sends[slot] = t.isend(block(r), layout.count(r) * esize, to, direct_detail::tag);
   };
   for (int k = 1; k <= w; ++k) post(k);
-  after_block(r);
+  run_hook(t, after_block, r);
   for (int k = 1; k < n; ++k) {
     t.wait(recvs[static_cast<std::size_t>((k - 1) % w)]);
     if (k + w < n) post(k + w);
-    after_block(ring_detail::mod(r - k, n));
+    run_hook(t, after_block, ring_detail::mod(r - k, n));
   }
   t.wait_all(sends);
 }
@@ -81,7 +81,7 @@ void direct_reduce_scatter(T& t, const void* in, void* out, const Layout& layout
     const auto at = static_cast<std::size_t>((k - 1) % w);
     const int to = ring_detail::mod(r - k, n);
     recvs[at] = t.irecv(slot(k), bytes, ring_detail::mod(r + k, n), direct_detail::tag);
-    before_block(to);
+    run_hook(t, before_block, to);
     t.wait(sends[at]);
     sends[at] = t.isend(input + layout.offset(to) * esize, layout.count(to) * esize, to, direct_detail::tag);
   };
@@ -94,7 +94,7 @@ void direct_reduce_scatter(T& t, const void* in, void* out, const Layout& layout
       t.reduce(others, others, slot(k), mine, dt, op);
     if (k + w < n) post(k + w);
   }
-  before_block(r);
+  run_hook(t, before_block, r);
   t.reduce(output, input + layout.offset(r) * esize, others, mine, dt, op);
   t.wait_all(sends);
   if (op == ReduceOp::avg) t.divide(output, mine, dt, n);

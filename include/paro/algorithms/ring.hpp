@@ -9,6 +9,7 @@
 //   all-gather, reduce-scatter: (n-1) a + (n-1)/n N b;   all-reduce: 2(n-1) a + 2(n-1)/n N b.
 
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
@@ -18,6 +19,7 @@
 #include "paro/core/log.hpp"
 #include "paro/core/reduce_op.hpp"
 #include "paro/core/tags.hpp"
+#include "paro/transport/transport.hpp"
 
 namespace paro::algorithms {
 
@@ -39,6 +41,14 @@ inline int mod(int a, int n) { return ((a % n) + n) % n; }
 struct NoHook {
   void operator()(int) const {}
 };
+
+// Runs a hook while the step's messages are in flight; a transport that only records messages until a
+// wait (NCCL's groups) is told to start them first, or the hook's work would not overlap them.
+template <class T, class Hook>
+void run_hook(T& t, Hook& hook, int block) {
+  if constexpr (!std::is_same_v<std::decay_t<Hook>, NoHook>) issue_posted(t);
+  hook(block);
+}
 
 // Reduces `in` (block b, at layout.offset(b), destined to rank b) over all ranks and writes this rank's
 // block to `out` (layout.count(rank) elements), divided by n for avg. `out` may be the rank's own block of
@@ -88,7 +98,7 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, 
   const std::size_t last_step_start = items - plan.chunks;
   for (std::size_t item = 0; item < items; ++item) {
     const int block = recv_block(item);
-    if (item % plan.chunks == 0) before_block(block);
+    if (item % plan.chunks == 0) run_hook(t, before_block, block);
     t.wait(recvs[item % window]);
     auto [off, len] = chunk_of(block, item);
     const char* mine = input + (layout.offset(block) + off) * esize;
@@ -141,13 +151,13 @@ void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const R
     recvs[item % window] = t.irecv(ptr, bytes, left, ring_detail::tag);
   };
   for (std::size_t item = 0; item < window; ++item) post_recv(item);
-  after_block(r);
+  run_hook(t, after_block, r);
   const std::size_t last_step_start = items - plan.chunks;
   for (std::size_t item = 0; item < items; ++item) {
     t.wait(recvs[item % window]);
     if (item < last_step_start) send(region(recv_block(item), item % plan.chunks));
     if (item + window < items) post_recv(item + window);
-    if (item % plan.chunks == plan.chunks - 1) after_block(recv_block(item));
+    if (item % plan.chunks == plan.chunks - 1) run_hook(t, after_block, recv_block(item));
   }
   t.wait_all(sends);
 }

@@ -22,6 +22,7 @@
 #include "paro/core/error.hpp"
 #include "paro/topology/emulation.hpp"
 #include "paro/transport/paced.hpp"
+#include "paro/transport/recording.hpp"
 #include "paro/transport/threads.hpp"
 #ifdef PARO_HAVE_MPI
 #include "paro/transport/mpi.hpp"
@@ -48,6 +49,15 @@ struct HostThreads {
   template <class Fn>
   static void run(int n, Fn&& fn) {
     threads::run(n, std::forward<Fn>(fn));
+  }
+};
+
+// Thread ranks under NCCL's message rules (transport/recording.hpp): the nccl backend's schedules on the CPU.
+struct RecordedThreads {
+  using Transport = recording::Transport<threads::Transport>;
+  template <class Fn>
+  static void run(int n, Fn&& fn) {
+    threads::run(n, [&](threads::Transport t) { fn(Transport(std::move(t))); });
   }
 };
 

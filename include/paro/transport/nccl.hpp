@@ -163,7 +163,7 @@ class Transport {
 
   void wait(Request& r) {
     if (!r.completion) return;
-    if (!r.completion->event) issue_recorded();
+    issue_recorded();  // all that is recorded, not only r: a peer may need those messages to get to r's
     guarded([&] {
       cuda::wait_event(
           *r.completion->event, timeout_,

@@ -23,6 +23,9 @@
 // grouped send/recv), so that a schedule must not post receives ahead of its current step; the
 // Communicator then runs rings one whole block and one receive at a time. A stepwise transport may ignore
 // tags (NCCL does): its messages between a pair match in posting order whatever their tags.
+// Optional: void issue() where isend/irecv only record (a stepwise transport issues at the first wait):
+// starts what is recorded. A schedule calls issue_posted(t) before it works on another communicator
+// while its messages are in flight (the ring's hooks), so that they progress meanwhile.
 // Optional: void bind_thread() where the backend's calls depend on per-thread state (CUDA's current device):
 // a Communicator's progress thread calls it before running any collective.
 // With has_native_collectives, also native_all_reduce / native_all_gather / native_reduce_scatter taking
@@ -161,6 +164,19 @@ struct has_bind_thread<T, std::void_t<decltype(std::declval<T&>().bind_thread())
 
 template <class T>
 inline constexpr bool has_bind_thread_v = detail::has_bind_thread<T>::value;
+
+namespace detail {
+template <class T, class = void>
+struct has_issue : std::false_type {};
+template <class T>
+struct has_issue<T, std::void_t<decltype(std::declval<T&>().issue())>> : std::true_type {};
+}  // namespace detail
+
+// Starts t's recorded messages, where it records them (see issue() above); otherwise they are under way.
+template <class T>
+void issue_posted(T& t) {
+  if constexpr (detail::has_issue<T>::value) t.issue();
+}
 
 // Whether T's buffers live in host memory (its scratch is a HostBuffer): host control data then needs
 // no staging. Decorators that forward their inner transport's memory space keep the answer.
