@@ -5,7 +5,8 @@
 #   2. ASan+UBSan and TSan builds of the unit, threads and SEPARATE tests (the mpi tests stay in step 1: Open MPI's
 #      own allocations would drown ASan's report);
 #   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory;
-#   4. where nvcc is found: the CUDA targets compiled and linked, the GPU tests run (they skip without a GPU);
+#   4. where nvcc is found: the CUDA targets compiled and linked, the GPU tests run (they skip without a GPU),
+#      scripts/gpu-check.sh's verdicts checked (tests/gpu_check_test.sh);
 #   5. paro-bench built against SimGrid's SMPI and run on 16 simulated ranks (bench/sim/run --tiny).
 # Ends with one line "stages: N passed, M failed" over those stages. PARO_JOBS sets build parallelism (2).
 set -uo pipefail
@@ -90,11 +91,15 @@ consumers() {
 stage "install + find_package and add_subdirectory consumers" consumers
 
 # CUDA: nvcc compiles every GPU header (the GPU tests include them all) and links the GPU tests and the
-# benchmarks (paro-bench-cuda, the kernels benchmark); without a GPU every GPU test reports SKIPPED.
+# benchmarks (paro-bench-cuda, the kernels benchmark); without a GPU every GPU test reports SKIPPED. Then
+# scripts/gpu-check.sh runs on this tree (tests/gpu_check_test.sh), configured with its options so that it
+# rebuilds nothing.
 cuda_stage() {
-  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARO_CUDA_ONLY=ON -DPARO_WITH_MPI=OFF >/dev/null &&
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARO_CUDA_ONLY=ON -DPARO_WITH_MPI=OFF \
+    -DPARO_WITH_UCX=OFF >/dev/null &&
     cmake --build build-cuda -j "$jobs" --target paro-tests-gpu paro-cuda-kernels-bench paro-bench-cuda &&
-    build-cuda/bin/paro-tests-gpu --gtest_brief=1 && build-cuda/bin/paro-cuda-kernels-bench
+    build-cuda/bin/paro-tests-gpu --gtest_brief=1 && build-cuda/bin/paro-cuda-kernels-bench &&
+    PARO_JOBS=$jobs tests/gpu_check_test.sh build-cuda
 }
 if command -v nvcc >/dev/null; then
   stage "CUDA compile + link (GPU tests skip)" cuda_stage
