@@ -65,8 +65,9 @@ PARO_HOST_DEVICE T canonical(T r) {
     return r != r ? bits_float(float_nan_bits) : r;
   } else {
     static_assert(std::is_same_v<T, double>);
+    const std::uint64_t bits = double_nan_bits;  // a copy: device code may not take a host constant's address
     double nan;
-    std::memcpy(&nan, &double_nan_bits, sizeof nan);
+    std::memcpy(&nan, &bits, sizeof nan);
     return r != r ? nan : r;
   }
 }
