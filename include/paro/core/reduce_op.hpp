@@ -58,18 +58,24 @@ inline void validate(DataType dt) {
 
 namespace detail {
 
-// NaN becomes the canonical NaN; a compare and a select, so host loops still vectorise.
+// float_nan_bits or double_nan_bits (half.hpp) as a value.
 template <class T>
-PARO_HOST_DEVICE T canonical(T r) {
+PARO_HOST_DEVICE T canonical_nan() {
   if constexpr (std::is_same_v<T, float>) {
-    return r != r ? bits_float(float_nan_bits) : r;
+    return bits_float(float_nan_bits);
   } else {
     static_assert(std::is_same_v<T, double>);
     const std::uint64_t bits = double_nan_bits;  // a copy: device code may not take a host constant's address
     double nan;
     std::memcpy(&nan, &bits, sizeof nan);
-    return r != r ? nan : r;
+    return nan;
   }
+}
+
+// NaN becomes the canonical NaN; a compare and a select, so host loops still vectorise.
+template <class T>
+PARO_HOST_DEVICE T canonical(T r) {
+  return r != r ? canonical_nan<T>() : r;
 }
 
 // op on float or double with whatever NaN the CPU or GPU gives; combine and conversions canonicalise it.
@@ -103,7 +109,15 @@ PARO_HOST_DEVICE T combine(ReduceOp op, T a, T b) {
     }
     return a;
   } else {
-    return canonical(arithmetic(op, a, b));
+    // min and max test the operands for NaN rather than the result: fewer vector instructions.
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg: return canonical(a + b);
+      case ReduceOp::prod: return canonical(a * b);
+      case ReduceOp::min: return (a != a || b != b) ? canonical_nan<T>() : (b < a ? b : a);
+      case ReduceOp::max: return (a != a || b != b) ? canonical_nan<T>() : (b > a ? b : a);
+    }
+    return a;
   }
 }
 
