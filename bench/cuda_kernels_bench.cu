@@ -1,6 +1,7 @@
 // paro-cuda-kernels-bench: the bandwidth of paro's reduce kernel (dst = a op b: two reads and a write per
 // element) beside a device-to-device cudaMemcpy (a read and a write) measured in the same run, so that the
-// kernel is judged against what the memory system gives on this GPU.
+// kernel is judged against what the memory system gives on this GPU. The kernel moves 16-byte vectors;
+// "1x" is bf16 with misaligned operands, one element per load.
 //
 //   paro-cuda-kernels-bench [--json FILE] [--max-bytes BYTES]
 //
@@ -97,12 +98,19 @@ int main(int argc, char** argv) {
             paro::cuda::check(cudaMemcpyAsync(dst.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream.get()),
                               "cudaMemcpyAsync");
           }));
-      for (paro::DataType dt : {paro::DataType::f32, paro::DataType::bf16, paro::DataType::f64, paro::DataType::i8}) {
+      for (paro::DataType dt :
+           {paro::DataType::f32, paro::DataType::f16, paro::DataType::bf16, paro::DataType::f64, paro::DataType::i8}) {
         const std::size_t count = bytes / paro::size_of(dt);
         add(std::string("reduce sum ") + paro::name_of(dt), 3.0 * bytes, time_us(stream.get(), iters, [&] {
               paro::cuda::reduce_async(dst.data(), a.data(), b.data(), count, dt, paro::ReduceOp::sum, stream.get());
             }));
       }
+      // dst one element off a's and b's alignment: no 16-byte vectors, every element loaded on its own.
+      const std::size_t count = bytes / 2 - 1;
+      add("reduce sum bfloat16 1x", 6.0 * count, time_us(stream.get(), iters, [&] {
+            paro::cuda::reduce_async(dst.data() + 2, a.data(), b.data(), count, paro::DataType::bf16,
+                                     paro::ReduceOp::sum, stream.get());
+          }));
     }
     write(json_of(results, prop.name));
     return 0;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "paro/algorithms/layout.hpp"
@@ -35,14 +36,14 @@ class HalfConversion : public ::testing::Test {};
 using HalfTypes = ::testing::Types<f16, bf16>;
 TYPED_TEST_SUITE(HalfConversion, HalfTypes);
 
-// Every 16-bit pattern survives the trip through float; NaNs stay NaN.
+// Every 16-bit pattern survives the trip through float; a NaN comes back as the canonical NaN.
 TYPED_TEST(HalfConversion, EveryValueRoundTrips) {
   for (std::uint32_t b = 0; b <= 0xFFFFu; ++b) {
     const auto h = TypeParam::from_bits(static_cast<std::uint16_t>(b));
     const TypeParam back(static_cast<float>(h));
     if (is_nan_bits<TypeParam>(h.bits)) {
       EXPECT_TRUE(std::isnan(static_cast<float>(h)));
-      EXPECT_TRUE(is_nan_bits<TypeParam>(back.bits)) << std::hex << b;
+      EXPECT_EQ(back.bits, 0x7FFFu) << std::hex << b;
     } else {
       ASSERT_EQ(back.bits, h.bits) << std::hex << b;
     }
@@ -151,13 +152,124 @@ TEST(Parse, TimeoutsMustBeFiniteSeconds) {
     EXPECT_THROW(paro::env::parse_seconds(bad, "PARO_TIMEOUT"), paro::Error) << bad;
 }
 
-TEST(Reduce, MinAndMaxKeepNaNWhicheverSideItIsOn) {
-  const float nan = std::nanf("");
-  float a[] = {nan, 1.0f}, b[] = {1.0f, nan}, out[2];
-  for (auto op : {paro::ReduceOp::min, paro::ReduceOp::max}) {
-    paro::host_reduce(out, a, b, 2, paro::DataType::f32, op);
-    EXPECT_TRUE(std::isnan(out[0]) && std::isnan(out[1])) << paro::name_of(op);
+// NaN: every float op and every conversion to f16/bf16 gives the one canonical NaN (reduce_op.hpp),
+// whatever NaN payloads and signs went in, so host and CUDA results agree bit for bit.
+template <class T>
+struct Bits;
+template <>
+struct Bits<float> {
+  using type = std::uint32_t;
+  static constexpr type canonical = 0x7FFFFFFFu, inf = 0x7F800000u, one = 0x3F800000u, sign = 0x80000000u;
+  // quiet, negative quiet, quiet with a payload, signalling, negative signalling with a full payload, canonical,
+  // all ones
+  static constexpr type nans[] = {0x7FC00000u, 0xFFC00000u, 0x7FC12345u, 0x7F800001u,
+                                  0xFFBFFFFFu, 0x7FFFFFFFu, 0xFFFFFFFFu};
+};
+template <>
+struct Bits<double> {
+  using type = std::uint64_t;
+  static constexpr type canonical = 0x7FFFFFFFFFFFFFFFull, inf = 0x7FF0000000000000ull, one = 0x3FF0000000000000ull,
+                        sign = 0x8000000000000000ull;
+  static constexpr type nans[] = {0x7FF8000000000000ull, 0xFFF8000000000000ull, 0x7FF8000012345678ull,
+                                  0x7FF0000000000001ull, 0xFFF7FFFFFFFFFFFFull, 0x7FFFFFFFFFFFFFFFull,
+                                  0xFFFFFFFFFFFFFFFFull};
+};
+template <>
+struct Bits<f16> {
+  using type = std::uint16_t;
+  static constexpr type canonical = 0x7FFF, inf = 0x7C00, one = 0x3C00, sign = 0x8000;
+  static constexpr type nans[] = {0x7E00, 0xFE00, 0x7E55, 0x7C01, 0xFDFF, 0x7FFF, 0xFFFF};
+};
+template <>
+struct Bits<bf16> {
+  using type = std::uint16_t;
+  static constexpr type canonical = 0x7FFF, inf = 0x7F80, one = 0x3F80, sign = 0x8000;
+  static constexpr type nans[] = {0x7FC0, 0xFFC0, 0x7FD5, 0x7F81, 0xFFBF, 0x7FFF, 0xFFFF};
+};
+
+template <class T>
+T from_bits(typename Bits<T>::type b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    T t;
+    std::memcpy(&t, &b, sizeof t);
+    return t;
+  } else {
+    return T::from_bits(b);
   }
+}
+
+template <class T>
+typename Bits<T>::type bits_of(T t) {
+  if constexpr (std::is_floating_point_v<T>) {
+    typename Bits<T>::type b;
+    std::memcpy(&b, &t, sizeof b);
+    return b;
+  } else {
+    return t.bits;
+  }
+}
+
+// a op b for one element pair, through host_reduce.
+template <class T>
+typename Bits<T>::type reduced(paro::ReduceOp op, typename Bits<T>::type a, typename Bits<T>::type b) {
+  const T x = from_bits<T>(a), y = from_bits<T>(b);
+  T out;
+  paro::host_reduce(&out, &x, &y, 1, paro::data_type_v<T>, op);
+  return bits_of(out);
+}
+
+template <class T>
+typename Bits<T>::type divided(typename Bits<T>::type a, int divisor) {
+  T x = from_bits<T>(a);
+  paro::host_divide(&x, 1, paro::data_type_v<T>, divisor);
+  return bits_of(x);
+}
+
+template <class T>
+class CanonicalNaN : public ::testing::Test {};
+using FloatTypes = ::testing::Types<float, double, f16, bf16>;
+TYPED_TEST_SUITE(CanonicalNaN, FloatTypes);
+
+TYPED_TEST(CanonicalNaN, EveryOpOnANaNInputOnEitherSide) {
+  using B = Bits<TypeParam>;
+  const typename B::type others[] = {0, B::sign, B::one, B::one | B::sign, B::inf, B::inf | B::sign, B::nans[1]};
+  for (auto op : paro::all_reduce_ops)
+    for (auto nan : B::nans)
+      for (auto other : others) {
+        EXPECT_EQ(reduced<TypeParam>(op, nan, other), B::canonical) << paro::name_of(op) << std::hex << " " << nan;
+        EXPECT_EQ(reduced<TypeParam>(op, other, nan), B::canonical) << paro::name_of(op) << std::hex << " " << nan;
+      }
+}
+
+TYPED_TEST(CanonicalNaN, NaNsMadeByArithmeticAndAvgDivide) {
+  using B = Bits<TypeParam>;
+  EXPECT_EQ(reduced<TypeParam>(paro::ReduceOp::sum, B::inf, B::inf | B::sign), B::canonical);  // inf - inf
+  EXPECT_EQ(reduced<TypeParam>(paro::ReduceOp::avg, B::inf | B::sign, B::inf), B::canonical);
+  EXPECT_EQ(reduced<TypeParam>(paro::ReduceOp::prod, B::inf, 0), B::canonical);  // inf * 0
+  EXPECT_EQ(reduced<TypeParam>(paro::ReduceOp::prod, B::sign, B::inf | B::sign), B::canonical);
+  for (int divisor : {1, 3, 8})
+    for (auto nan : B::nans) EXPECT_EQ(divided<TypeParam>(nan, divisor), B::canonical) << std::hex << nan;
+}
+
+TYPED_TEST(CanonicalNaN, ResultsThatAreNotNaNKeepTheirBits) {
+  using B = Bits<TypeParam>;
+  EXPECT_EQ(reduced<TypeParam>(paro::ReduceOp::sum, B::inf, B::one), B::inf);
+  EXPECT_EQ(reduced<TypeParam>(paro::ReduceOp::sum, B::sign, B::sign), B::sign);  // -0 + -0
+  EXPECT_EQ(reduced<TypeParam>(paro::ReduceOp::prod, B::one | B::sign, B::inf), B::inf | B::sign);
+  EXPECT_EQ(reduced<TypeParam>(paro::ReduceOp::min, B::inf | B::sign, B::one), B::inf | B::sign);
+  EXPECT_EQ(reduced<TypeParam>(paro::ReduceOp::max, B::one, B::inf), B::inf);
+  EXPECT_EQ(divided<TypeParam>(B::inf | B::sign, 3), B::inf | B::sign);
+  EXPECT_EQ(divided<TypeParam>(B::sign, 3), B::sign);
+}
+
+TEST(CanonicalNaN, ConversionOfANaNFloatToHalfOrBfloat) {
+  for (auto nan : Bits<float>::nans) {
+    const float f = from_bits<float>(nan);
+    EXPECT_EQ(f16(f).bits, Bits<f16>::canonical) << std::hex << nan;
+    EXPECT_EQ(bf16(f).bits, Bits<bf16>::canonical) << std::hex << nan;
+  }
+  EXPECT_EQ(f16(-std::numeric_limits<float>::infinity()).bits, 0xFC00u);  // infinities are no NaN
+  EXPECT_EQ(bf16(-std::numeric_limits<float>::infinity()).bits, 0xFF80u);
 }
 
 TEST(Parse, AlgorithmOverrides) {

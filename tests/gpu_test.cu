@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "paro/cuda/kernels.cuh"
@@ -38,8 +39,29 @@ using paro::testing::DeviceThreads;
 
 // --- kernels -------------------------------------------------------------------------------------------
 
+// A NaN of T with the sign and payload bits of r (the exponent all ones, the lowest payload bit set).
+template <class T>
+T nan_with(std::uint64_t r) {
+  if constexpr (std::is_same_v<T, paro::f16>) {
+    return T::from_bits(static_cast<std::uint16_t>(r | 0x7C01u));
+  } else if constexpr (std::is_same_v<T, paro::bf16>) {
+    return T::from_bits(static_cast<std::uint16_t>(r | 0x7F81u));
+  } else if constexpr (std::is_same_v<T, float>) {
+    const auto u = static_cast<std::uint32_t>(r | 0x7F800001u);
+    T t;
+    std::memcpy(&t, &u, sizeof t);
+    return t;
+  } else {
+    const std::uint64_t u = r | 0x7FF0000000000001ull;
+    T t;
+    std::memcpy(&t, &u, sizeof t);
+    return t;
+  }
+}
+
 // Bit patterns that cover every case of the element semantics: small and huge values, negative ones,
-// wrap-around for integers, and for floats infinities, NaN, signed zeros and subnormals.
+// wrap-around for integers, and for floats infinities, NaNs of any sign and payload (CUDA's arithmetic
+// gives a NaN of its own, x86 keeps one of the inputs'), signed zeros and subnormals.
 std::vector<unsigned char> probe_bytes(DataType dt, std::size_t count, unsigned seed) {
   std::vector<unsigned char> bytes(count * paro::size_of(dt));
   paro::visit_data_type(dt, [&](auto tag) {
@@ -54,10 +76,11 @@ std::vector<unsigned char> probe_bytes(DataType dt, std::size_t count, unsigned 
                           : pick == 9  ? -0.0f
                           : pick == 10 ? 1e-40f
                           : pick == 11 ? (i % 2 ? 1.0f / 0.0f : -1.0f / 0.0f)
-                          : pick == 12 ? std::nanf("")
                                        : static_cast<float>(static_cast<int>(x % 300) - 150);
       if constexpr (std::is_integral_v<T>) {
         p[i] = static_cast<T>(static_cast<std::int64_t>(x) - (1ll << 31));
+      } else if (pick == 12) {
+        p[i] = nan_with<T>(std::uint64_t{x} << 32 | (x * 2246822519u));
       } else {
         p[i] = T(value);
       }
@@ -85,20 +108,29 @@ std::vector<unsigned char> on_device(const std::vector<std::vector<unsigned char
 using KernelParam = std::tuple<DataType, ReduceOp>;
 class CudaKernels : public ::testing::TestWithParam<KernelParam> {};
 
+// Counts below, around and far above a 16-byte vector; operands equally far from a 16-byte boundary
+// (elements one by one up to it, then vectors) or not (every element one by one).
 TEST_P(CudaKernels, ReduceMatchesHostBitForBit) {
   PARO_REQUIRE_GPUS(1);
   const DataType dt = std::get<0>(GetParam());
   const ReduceOp op = std::get<1>(GetParam());
-  for (std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{3u << 20}}) {
-    const auto a = probe_bytes(dt, count, 1), b = probe_bytes(dt, count, 2);
-    std::vector<unsigned char> want(a.size());
-    paro::host_reduce(want.data(), a.data(), b.data(), count, dt, op);
-    const auto got = on_device({a, b}, a.size(), [&](auto& in, char* out) {
-      paro::cuda::reduce_async(out, in[0].data(), in[1].data(), count, dt, op, nullptr);
-    });
-    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size()))
-        << paro::name_of(dt) << " " << paro::name_of(op) << " count " << count;
-  }
+  const std::size_t size = paro::size_of(dt);
+  struct Offsets {
+    std::size_t a, b, dst;  // elements from the start of each buffer
+  };
+  for (std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{3u << 20}})
+    for (Offsets o : {Offsets{0, 0, 0}, Offsets{1, 1, 1}, Offsets{3, 3, 3}, Offsets{0, 1, 2}}) {
+      const auto a = probe_bytes(dt, count + 3, 1), b = probe_bytes(dt, count + 3, 2);
+      std::vector<unsigned char> want(count * size);
+      paro::host_reduce(want.data(), a.data() + o.a * size, b.data() + o.b * size, count, dt, op);
+      const auto got = on_device({a, b}, a.size(), [&](auto& in, char* out) {
+        paro::cuda::reduce_async(out + o.dst * size, in[0].data() + o.a * size, in[1].data() + o.b * size, count, dt,
+                                 op, nullptr);
+      });
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data() + o.dst * size, want.size()))
+          << paro::name_of(dt) << " " << paro::name_of(op) << " count " << count << " offsets " << o.a << " " << o.b
+          << " " << o.dst;
+    }
 }
 
 TEST_P(CudaKernels, DivideMatchesHostBitForBit) {

@@ -1,7 +1,8 @@
 #pragma once
 // Portable host storage types for IEEE binary16 (f16) and bfloat16 (bf16). Arithmetic goes through
-// float; conversion from float rounds to nearest, ties to even, and keeps NaN a NaN. The same code runs
-// in paro's CUDA kernels (PARO_HOST_DEVICE), so device reductions round exactly as host ones.
+// float; conversion from float rounds to nearest, ties to even, and turns every NaN into paro's canonical
+// NaN (below). The same code runs in paro's CUDA kernels (PARO_HOST_DEVICE), so device reductions round
+// exactly as host ones.
 
 #include <cstdint>
 #include <cstring>
@@ -11,6 +12,14 @@
 namespace paro {
 
 namespace detail {
+
+// The one NaN that paro's reductions and conversions produce, whatever the inputs' payloads and signs:
+// positive, quiet, every payload bit set. It is CUDA's f32 NaN (x86 would keep an input's payload), and
+// what cuda_fp16.h/cuda_bf16.h give for a NaN converted to f16/bf16.
+inline constexpr std::uint32_t float_nan_bits = 0x7FFFFFFFu;
+inline constexpr std::uint64_t double_nan_bits = 0x7FFFFFFFFFFFFFFFull;
+inline constexpr std::uint16_t half_nan_bits = 0x7FFFu;
+inline constexpr std::uint16_t bfloat_nan_bits = 0x7FFFu;
 
 PARO_HOST_DEVICE inline std::uint32_t float_bits(float f) {
   std::uint32_t u;
@@ -28,10 +37,8 @@ PARO_HOST_DEVICE inline std::uint16_t float_to_half_bits(float f) {
   const std::uint32_t u = float_bits(f);
   const std::uint32_t sign = (u >> 16) & 0x8000u;
   const std::uint32_t abs = u & 0x7FFFFFFFu;
-  if (abs >= 0x7F800000u) {  // inf or NaN; a NaN keeps a set quiet bit so it cannot become inf
-    return static_cast<std::uint16_t>(sign | 0x7C00u | (abs > 0x7F800000u ? 0x0200u | ((abs >> 13) & 0x3FFu) : 0u));
-  }
-  if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // rounds past 65504
+  if (abs > 0x7F800000u) return half_nan_bits;
+  if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // infinite or rounds past 65504
   if (abs < 0x38800000u) {  // below the smallest normal half: a subnormal or zero
     if (abs < 0x33000000u) return static_cast<std::uint16_t>(sign);  // below half the smallest subnormal
     const std::uint32_t exponent = abs >> 23;
@@ -67,7 +74,7 @@ PARO_HOST_DEVICE inline float half_bits_to_float(std::uint16_t h) {
 
 PARO_HOST_DEVICE inline std::uint16_t float_to_bfloat_bits(float f) {
   const std::uint32_t u = float_bits(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return bfloat_nan_bits;
   return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 

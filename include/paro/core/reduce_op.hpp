@@ -5,11 +5,16 @@
 // - sum and prod on integers wrap modulo 2^bits (computed in the unsigned type, so never undefined);
 // - f16 and bf16 combine two operands in float and round the result back to nearest even, so a reduction
 //   over n ranks rounds n-1 times and its last bits depend on the algorithm's combining order;
-// - avg is the sum divided once by the number of ranks at the end (integers truncate toward zero).
+// - avg is the sum divided once by the number of ranks at the end (integers truncate toward zero);
+// - a NaN result of any float op (sum, prod, min, max, avg's divide) is the canonical quiet NaN, whatever
+//   the inputs' payloads and signs: f32 0x7FFFFFFF, f64 0x7FFFFFFFFFFFFFFF, f16 and bf16 0x7FFF (half.hpp).
+//   CUDA gives that NaN for every f32 op while x86 keeps an input's payload; one NaN makes host and device
+//   results bit-identical.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <type_traits>
 
@@ -53,12 +58,46 @@ inline void validate(DataType dt) {
 
 namespace detail {
 
+// float_nan_bits or double_nan_bits (half.hpp) as a value.
+template <class T>
+PARO_HOST_DEVICE T canonical_nan() {
+  if constexpr (std::is_same_v<T, float>) {
+    return bits_float(float_nan_bits);
+  } else {
+    static_assert(std::is_same_v<T, double>);
+    const std::uint64_t bits = double_nan_bits;  // a copy: device code may not take a host constant's address
+    double nan;
+    std::memcpy(&nan, &bits, sizeof nan);
+    return nan;
+  }
+}
+
+// NaN becomes the canonical NaN; a compare and a select, so host loops still vectorise.
+template <class T>
+PARO_HOST_DEVICE T canonical(T r) {
+  return r != r ? canonical_nan<T>() : r;
+}
+
+// op on float or double with whatever NaN the CPU or GPU gives; combine and conversions canonicalise it.
+template <class T>
+PARO_HOST_DEVICE T arithmetic(ReduceOp op, T a, T b) {
+  // min and max propagate NaN whichever operand holds it, so the result does not depend on rank order.
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return a + b;
+    case ReduceOp::prod: return a * b;
+    case ReduceOp::min: return (b < a || b != b) ? b : a;
+    case ReduceOp::max: return (b > a || b != b) ? b : a;
+  }
+  return a;
+}
+
 // The binary operator an op applies between partial results (avg combines as sum). The CUDA kernels
 // (paro/cuda/kernels.cuh) call these same functions, hence PARO_HOST_DEVICE and no std::min/max.
 template <class T>
 PARO_HOST_DEVICE T combine(ReduceOp op, T a, T b) {
   if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
-    return T(combine(op, static_cast<float>(a), static_cast<float>(b)));
+    return T(arithmetic(op, static_cast<float>(a), static_cast<float>(b)));  // the conversion canonicalises NaN
   } else if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
     switch (op) {
@@ -70,13 +109,13 @@ PARO_HOST_DEVICE T combine(ReduceOp op, T a, T b) {
     }
     return a;
   } else {
-    // min and max propagate NaN whichever operand holds it, so the result does not depend on rank order.
+    // min and max test the operands for NaN rather than the result: fewer vector instructions.
     switch (op) {
       case ReduceOp::sum:
-      case ReduceOp::avg: return a + b;
-      case ReduceOp::prod: return a * b;
-      case ReduceOp::min: return (b < a || b != b) ? b : a;
-      case ReduceOp::max: return (b > a || b != b) ? b : a;
+      case ReduceOp::avg: return canonical(a + b);
+      case ReduceOp::prod: return canonical(a * b);
+      case ReduceOp::min: return (a != a || b != b) ? canonical_nan<T>() : (b < a ? b : a);
+      case ReduceOp::max: return (a != a || b != b) ? canonical_nan<T>() : (b > a ? b : a);
     }
     return a;
   }
@@ -106,7 +145,7 @@ PARO_HOST_DEVICE T divide(T value, int divisor) {
   } else if constexpr (std::is_integral_v<T>) {
     return static_cast<T>(static_cast<std::int64_t>(value) / divisor);
   } else {
-    return value / static_cast<T>(divisor);
+    return canonical(value / static_cast<T>(divisor));
   }
 }
 

@@ -2,7 +2,8 @@
 // paro's CUDA kernels: elementwise reduce (dst = a op b) and divide for every DataType and ReduceOp, and
 // pack/unpack of strided shards. They apply the host's element functions (paro/core/reduce_op.hpp,
 // half.hpp; marked PARO_HOST_DEVICE), so device results are bit for bit the host's: integers wrap,
-// f16/bf16 combine in float and round to nearest even, min/max propagate NaN, avg divides once at the end.
+// f16/bf16 combine in float and round to nearest even, min/max propagate NaN, every NaN is the canonical
+// one, avg divides once at the end. reduce moves 16-byte vectors where the pointers allow.
 // Every launch is checked (cudaGetLastError) and a failure becomes paro::Error naming the kernel.
 // Needs nvcc (include from a .cu file or a source compiled as CUDA).
 
@@ -10,11 +11,15 @@
 #error "paro/cuda/kernels.cuh contains CUDA kernels: compile this file with nvcc (a .cu file or LANGUAGE CUDA)"
 #endif
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
@@ -24,12 +29,52 @@ namespace paro::cuda {
 
 namespace kernels {
 
+// detail::combine, with f16/bf16 converted by cvt instructions instead of half.hpp's integer code (some
+// 20 instructions a conversion, three conversions an element). They give the same bits: f16/bf16 -> float
+// is exact, float -> f16/bf16 rounds to nearest even (cuda_fp16.h's and cuda_bf16.h's host versions match
+// half.hpp on every float). Which NaN cvt gives is not documented, so a NaN is made canonical here.
+template <ReduceOp Op, class T>
+__device__ T element(T a, T b) {
+  if constexpr (std::is_same_v<T, f16>) {
+    const float r =
+        paro::detail::arithmetic(Op, __half2float(__ushort_as_half(a.bits)), __half2float(__ushort_as_half(b.bits)));
+    return f16::from_bits(r != r ? paro::detail::half_nan_bits : __half_as_ushort(__float2half_rn(r)));
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    const float r = paro::detail::arithmetic(Op, __bfloat162float(__ushort_as_bfloat16(a.bits)),
+                                             __bfloat162float(__ushort_as_bfloat16(b.bits)));
+    return bf16::from_bits(r != r ? paro::detail::bfloat_nan_bits : __bfloat16_as_ushort(__float2bfloat16_rn(r)));
+  } else {
+    return paro::detail::combine(Op, a, b);
+  }
+}
+
 // Grid-stride loops: a bounded grid covers any count, including more than 2^31 elements.
+// Elements [head, head + vectors * 16 / sizeof(T)) go as 16-byte loads and stores (the launcher has made
+// them 16-byte aligned in all three buffers), the others (the head and the tail) one by one.
 template <class T, ReduceOp Op>
-__global__ void reduce(T* dst, const T* a, const T* b, std::size_t count) {
+__global__ void reduce(T* dst, const T* a, const T* b, std::size_t count, std::size_t head, std::size_t vectors) {
+  constexpr std::size_t per_vector = sizeof(uint4) / sizeof(T);
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
-    dst[i] = paro::detail::combine(Op, a[i], b[i]);
+  const auto* av = reinterpret_cast<const uint4*>(a + head);
+  const auto* bv = reinterpret_cast<const uint4*>(b + head);
+  auto* dv = reinterpret_cast<uint4*>(dst + head);
+  for (std::size_t v = first; v < vectors; v += stride) {
+    const uint4 x = av[v], y = bv[v];
+    T xs[per_vector], ys[per_vector];
+    std::memcpy(xs, &x, sizeof x);
+    std::memcpy(ys, &y, sizeof y);
+#pragma unroll
+    for (std::size_t k = 0; k < per_vector; ++k) xs[k] = element<Op>(xs[k], ys[k]);
+    uint4 r;
+    std::memcpy(&r, xs, sizeof r);
+    dv[v] = r;
+  }
+  const std::size_t body_end = head + vectors * per_vector, scalars = head + (count - body_end);
+  for (std::size_t j = first; j < scalars; j += stride) {
+    const std::size_t i = j < head ? j : body_end + (j - head);
+    dst[i] = element<Op>(a[i], b[i]);
+  }
 }
 
 template <class T>
@@ -73,15 +118,27 @@ inline void check_launch(const char* kernel, DataType dt, std::size_t count) {
 
 template <class T>
 void launch_reduce(T* dst, const T* a, const T* b, std::size_t count, ReduceOp op, cudaStream_t s) {
-  const unsigned blocks = blocks_for(count);
+  // 16-byte vectors where the three pointers lie equally far from a 16-byte boundary (cudaMalloc'd buffers
+  // at equal offsets): the elements before the boundary go one by one. Otherwise every element does.
+  constexpr std::size_t per_vector = sizeof(uint4) / sizeof(T);
+  const auto offset = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % sizeof(uint4); };
+  const std::size_t gap = (sizeof(uint4) - offset(dst)) % sizeof(uint4);
+  std::size_t head = count, vectors = 0;
+  if (offset(a) == offset(dst) && offset(b) == offset(dst) && gap % sizeof(T) == 0) {
+    head = std::min(count, gap / sizeof(T));
+    vectors = (count - head) / per_vector;
+  }
+  const unsigned blocks = blocks_for(vectors + (count - vectors * per_vector));
+  const auto run = [&](auto op_constant) {
+    kernels::reduce<T, decltype(op_constant)::value>
+        <<<blocks, threads_per_block, 0, s>>>(dst, a, b, count, head, vectors);
+  };
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: kernels::reduce<T, ReduceOp::sum><<<blocks, threads_per_block, 0, s>>>(dst, a, b, count); break;
-    case ReduceOp::prod:
-      kernels::reduce<T, ReduceOp::prod><<<blocks, threads_per_block, 0, s>>>(dst, a, b, count);
-      break;
-    case ReduceOp::min: kernels::reduce<T, ReduceOp::min><<<blocks, threads_per_block, 0, s>>>(dst, a, b, count); break;
-    case ReduceOp::max: kernels::reduce<T, ReduceOp::max><<<blocks, threads_per_block, 0, s>>>(dst, a, b, count); break;
+    case ReduceOp::avg: return run(std::integral_constant<ReduceOp, ReduceOp::sum>{});
+    case ReduceOp::prod: return run(std::integral_constant<ReduceOp, ReduceOp::prod>{});
+    case ReduceOp::min: return run(std::integral_constant<ReduceOp, ReduceOp::min>{});
+    case ReduceOp::max: return run(std::integral_constant<ReduceOp, ReduceOp::max>{});
   }
 }
 
