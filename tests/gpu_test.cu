@@ -253,6 +253,44 @@ TEST(DeviceThreadsErrors, RunWithoutGpuIsAnError) {
   EXPECT_THROW(paro::threads::run_on_devices(2, [](auto) {}), paro::Error);
 }
 
+// Spins for about `cycles` clock ticks, then fills buf: input that is still being written when the host
+// issues the collective.
+__global__ void fill_late(float* buf, std::size_t count, float value, long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) buf[i] = value;
+}
+
+// Options::inputs_ready = cuda::after_stream(s): the collective waits for the kernel that writes its input
+// on the caller's stream (paro's streams are non-blocking and would not).
+TEST(DeviceThreadsStreams, CollectiveWaitsForTheCallersStream) {
+  PARO_REQUIRE_GPUS(1);
+  constexpr std::size_t count = 1 << 20;
+  auto failures = paro::testing::on_threads<DeviceThreads>(2, [](auto& comm) {
+    paro::cuda::DeviceBuffer in(comm.transport().device(), count * sizeof(float)),
+        out(comm.transport().device(), count * sizeof(float));
+    cudaStream_t caller = nullptr;
+    paro::cuda::check(cudaStreamCreateWithFlags(&caller, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    fill_late<<<64, 256, 0, caller>>>(reinterpret_cast<float*>(in.data()), count, comm.rank() + 1.0f, 200000000LL);
+    paro::Options o(Algorithm::ring);
+    o.inputs_ready = paro::cuda::after_stream(caller);
+    comm.all_reduce(reinterpret_cast<const float*>(in.data()), reinterpret_cast<float*>(out.data()), count,
+                    ReduceOp::sum, o);
+    std::vector<float> got(count);
+    paro::cuda::check(cudaMemcpy(got.data(), out.data(), count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    cudaStreamDestroy(caller);
+    std::vector<std::string> f;
+    for (std::size_t i = 0; i < count; ++i)
+      if (got[i] != 3.0f) {
+        f.push_back("element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", want 3");
+        break;
+      }
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+
 // --- the nccl backend ----------------------------------------------------------------------------------
 
 // n thread ranks, each with its own GPU and an NCCL communicator bootstrapped over the threads backend.

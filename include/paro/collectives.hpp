@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <ostream>
@@ -53,8 +54,12 @@
 namespace paro {
 
 struct Options {
-  Algorithm algorithm = Algorithm::automatic;
-  Scope scope = Scope::global;
+  Options(Algorithm a = Algorithm::automatic, Scope s = Scope::global) : algorithm(a), scope(s) {}
+  Algorithm algorithm;
+  Scope scope;
+  // Called on the thread that runs the collective before it touches the buffers; for inputs still being
+  // produced asynchronously, e.g. by GPU work on the caller's stream: paro::cuda::after_stream(stream).
+  std::function<void()> inputs_ready;
 };
 
 // How a Communicator learns its topology, forms its groups and tunes its algorithms; the defaults read
@@ -250,6 +255,7 @@ class Communicator {
     Plan plan;
     algorithms::Call call;
     bool in_place;
+    std::function<void()> inputs_ready;  // Options::inputs_ready
     void operator()() const { self->execute(*this); }
     // "all_reduce ring global count=... float sum in-place": for logs and errors, formatted only there.
     friend std::ostream& operator<<(std::ostream& out, const Job& j) {
@@ -297,7 +303,7 @@ class Communicator {
   }
 
   Job job(Collective c, std::size_t bytes, Options o, const algorithms::Call& call, bool in_place) {
-    Job j{this, c, o.scope, plan(c, bytes, o.algorithm, o.scope), call, in_place};
+    Job j{this, c, o.scope, plan(c, bytes, o.algorithm, o.scope), call, in_place, std::move(o.inputs_ready)};
     log::info(rank(), j);
     return j;
   }
@@ -313,6 +319,7 @@ class Communicator {
   void execute(const Job& j) {
     Transport& t = transport(j.scope);
     const algorithms::Call& call = j.call;
+    if (j.inputs_ready) j.inputs_ready();
     check_agreement(t, j.collective, j.scope, j.plan.algorithm, call.count, call.dt, call.op);
     if (call.count == 0) return;
     // Schedules other than the backend's own start from this rank's all-gather block in place

@@ -52,6 +52,13 @@ class DeviceMemory {
   void upload(void* dst, const void* host, std::size_t bytes) const { copy(dst, host, bytes); }
   void download(void* host, const void* src, std::size_t bytes) const { copy(host, src, bytes); }
 
+  // A synchronous copy outside the stream (cudaMemcpy; unified addressing finds the devices), for staging
+  // that any thread may do while others drive the stream.
+  void stage(void* dst, const void* src, std::size_t bytes) const {
+    if (bytes == 0 || dst == src) return;
+    cuda::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  }
+
   // A split communicator: same device, a stream of its own.
   DeviceMemory for_split() const { return DeviceMemory(device()); }
 

@@ -54,6 +54,27 @@ inline int device_count() { return device_census().count; }
 
 inline void set_device(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
 
+// Lets every GPU of this process read and write every other's memory where the hardware allows (NVLink,
+// PCIe peer-to-peer), once per process, so that device-to-device copies between ranks on different GPUs go
+// straight instead of through host memory. Pairs without peer access keep the staged path.
+inline void enable_peer_access() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const int gpus = device_count();
+    for (int a = 0; a < gpus; ++a)
+      for (int b = 0; b < gpus; ++b) {
+        int can = 0;
+        if (a == b || cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can) continue;
+        set_device(a);
+        const cudaError_t rc = cudaDeviceEnablePeerAccess(b, 0);
+        if (rc == cudaErrorPeerAccessAlreadyEnabled)
+          cudaGetLastError();  // enabled earlier by the program: fine
+        else
+          check(rc, "cudaDeviceEnablePeerAccess");
+      }
+  });
+}
+
 class Stream {
  public:
   explicit Stream(int device) : device_(device) {
@@ -109,6 +130,21 @@ inline void wait_event(const Event& ev, double timeout, const std::string& what,
       std::this_thread::yield();
     }
   }
+}
+
+// Options::inputs_ready for inputs that GPU work on `stream` is still producing: an event is recorded on the
+// stream now, at the call, and the thread that runs the collective waits for it (bounded by PARO_TIMEOUT)
+// before touching the buffers. paro's own streams are non-blocking, so without it a collective issued right
+// after the kernel that writes its input could read unfinished data.
+inline std::function<void()> after_stream(cudaStream_t stream) {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  auto recorded = std::make_shared<Event>(device);
+  recorded->record(stream);
+  const double timeout = env::timeout_seconds();
+  return [recorded, timeout] {
+    wait_event(*recorded, timeout, "the caller's stream work that the collective's inputs come from");
+  };
 }
 
 namespace detail {

@@ -4,8 +4,12 @@
 //   Bootstrap: the ncclUniqueId of rank 0 travels over any host transport (mpi::Transport under mpirun,
 //   threads::Transport for ranks as threads of one process); split(color, key) is ncclCommSplit.
 //   Streams: every communicator (and every split of it) owns a non-blocking CUDA stream; its messages and
-//   its local steps (copy, reduce, divide: paro's kernels) run there, so the lanes of paro_cc, which drive
-//   different sub-communicators from different threads, run on different streams at once.
+//   its local steps (copy, reduce, divide: paro's kernels) run there.
+//   Threads: one thread drives all communicators of a GPU (NCCL's rule; concurrent_use() is false), so
+//   paro_cc's levels overlap through the ring's hooks: a step's messages are issued (issue()) before the
+//   hook runs the other level's work.
+//   Non-blocking communicators: creation, split and the connections made at a group's end are polled under
+//   PARO_TIMEOUT (settle), so a peer that never arrives is an error, not a hang.
 //   Messages: isend/irecv only record the message; the first wait() on a communicator issues everything
 //   recorded since, as ncclSend/ncclRecv inside one ncclGroupStart/End, and records a CUDA event after it,
 //   which is what wait() waits for. NCCL matches a pair's messages in posting order and ignores tags, and a
@@ -23,10 +27,12 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "paro/core/dtype.hpp"
@@ -52,6 +58,32 @@ inline ErrorKind kind_of(ncclResult_t rc) {
 inline void check(ncclResult_t rc, const char* what) {
   if (rc == ncclSuccess || rc == ncclInProgress) return;
   throw_error(kind_of(rc), paro::detail::concat(what, " failed: ", ncclGetErrorString(rc)));
+}
+
+// Communicators are created non-blocking: creation, split, a group's connection set-up and collectives
+// return ncclInProgress instead of blocking inside NCCL, and settle() polls them under the PARO_TIMEOUT
+// deadline, so a peer that never arrives becomes an error rather than a hang.
+inline ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// Returns once comm's last call has finished (no longer ncclInProgress); throws on its error or after
+// `timeout` seconds, naming `what`.
+inline void settle(ncclComm_t comm, double timeout, const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress)
+      throw_error(kind_of(state), paro::detail::concat(what, " failed: ", ncclGetErrorString(state)));
+    if (std::chrono::steady_clock::now() > deadline)
+      throw TimeoutError(paro::detail::concat("timed out after ", timeout, " s in ", what,
+                                              ": a peer did not join or connect (PARO_TIMEOUT sets the limit)"));
+    std::this_thread::yield();
+  }
 }
 
 inline ncclDataType_t nccl_type(DataType dt) {
@@ -141,7 +173,13 @@ class Transport {
     }
     cuda::set_device(device);
     Transport t{cuda::DeviceMemory(device)};
-    detail::check(ncclCommInitRank(&t.comm_->comm, host.size(), id, host.rank()), "ncclCommInitRank");
+    ncclConfig_t config = detail::nonblocking_config();
+    detail::check(ncclCommInitRankConfig(&t.comm_->comm, host.size(), id, host.rank(), &config),
+                  "ncclCommInitRankConfig");
+    t.guarded([&] {
+      detail::settle(t.comm(), t.timeout_,
+                     paro::detail::concat("ncclCommInitRank (rank ", host.rank(), " of ", host.size(), ")"));
+    });
     t.read_shape();
     return t;
   }
@@ -153,8 +191,13 @@ class Transport {
   void bind_thread() { cuda::set_device(device()); }
   cudaStream_t stream() const { return memory_.stream(); }
   ncclComm_t comm() const { return comm_ ? comm_->comm : nullptr; }
-  // Different communicators run on different streams, driven from different threads.
-  bool concurrent_use() const { return true; }
+  // NCCL allows one thread per GPU (its thread-safety rules): two lanes issuing work on two communicators
+  // of one GPU from two threads, in an order that differs between ranks, can deadlock the device. The lanes
+  // of overlapped schedules therefore share one thread here, overlapping through the ring's hooks.
+  bool concurrent_use() const { return false; }
+
+  // Starts what isend/irecv recorded (transport.hpp: issue), so that it progresses while the caller works.
+  void issue() { issue_recorded(); }
 
   Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
     return post(const_cast<void*>(buf), bytes, peer, tag, true);
@@ -179,16 +222,20 @@ class Transport {
     requests.clear();
   }
 
-  // Collective: ncclCommSplit; a negative color gives an empty Transport (NCCL_SPLIT_NOCOLOR).
+  // Collective: ncclCommSplit, once this communicator's messages are done (NCCL forbids splitting with work
+  // outstanding); a negative color gives an empty Transport (NCCL_SPLIT_NOCOLOR).
   Transport split(int color, int key) {
     issue_recorded();
     cuda::set_device(device());
+    guarded([&] { memory_.finish("the messages before ncclCommSplit"); });
     Transport t(memory_.for_split());
+    ncclConfig_t config = detail::nonblocking_config();
     guarded([&] {
-      detail::check(ncclCommSplit(comm(), color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &t.comm_->comm, nullptr),
+      detail::check(ncclCommSplit(comm(), color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &t.comm_->comm, &config),
                     "ncclCommSplit");
     });
     if (!t.comm_->comm) return Transport();
+    t.guarded([&] { detail::settle(t.comm(), t.timeout_, "ncclCommSplit"); });
     t.read_shape();
     return t;
   }
@@ -204,8 +251,10 @@ class Transport {
   void divide(void* buf, std::size_t count, DataType dt, int divisor) {
     local([&] { memory_.divide(buf, count, dt, divisor); });
   }
-  void upload(void* dst, const void* host, std::size_t bytes) { copy(dst, host, bytes); }
-  void download(void* host, const void* src, std::size_t bytes) { copy(host, src, bytes); }
+  // Staging is a synchronous copy outside the stream, not a step of the communicator: a caller's thread may
+  // stage its buffers while the progress thread drives NCCL.
+  void upload(void* dst, const void* host, std::size_t bytes) { memory_.stage(dst, host, bytes); }
+  void download(void* host, const void* src, std::size_t bytes) { memory_.stage(host, src, bytes); }
 
   // Native collectives, with paro's buffer conventions (NCCL's own, in place included).
   void native_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
@@ -259,13 +308,22 @@ class Transport {
     guarded([&] {
       cuda::set_device(device());
       detail::check(ncclGroupStart(), "ncclGroupStart");
-      for (const auto& m : messages) {
-        if (m.is_send)
-          detail::check(ncclSend(m.buf, m.bytes, ncclUint8, m.peer, comm(), stream()), "ncclSend");
-        else
-          detail::check(ncclRecv(m.buf, m.bytes, ncclUint8, m.peer, comm(), stream()), "ncclRecv");
+      try {
+        for (const auto& m : messages) {
+          if (m.is_send)
+            detail::check(ncclSend(m.buf, m.bytes, ncclUint8, m.peer, comm(), stream()), "ncclSend");
+          else
+            detail::check(ncclRecv(m.buf, m.bytes, ncclUint8, m.peer, comm(), stream()), "ncclRecv");
+        }
+      } catch (...) {
+        ncclGroupEnd();  // the thread must not stay inside a group
+        throw;
       }
       detail::check(ncclGroupEnd(), "ncclGroupEnd");
+      // The first messages to a peer connect to it inside ncclGroupEnd: bounded here.
+      detail::settle(comm(), timeout_,
+                     paro::detail::concat("rank ", rank_, ": issuing ", messages.size(),
+                                          " sends and receives (connecting to peers)"));
       auto event = std::make_shared<cuda::Event>(device());
       event->record(stream());
       for (auto& m : messages) m.completion->event = event;
@@ -278,6 +336,7 @@ class Transport {
     guarded([&] {
       cuda::set_device(device());
       detail::check(call(), what);
+      detail::settle(comm(), timeout_, paro::detail::concat("rank ", rank_, ": ", what));
       cuda::Event done(device());
       done.record(stream());
       cuda::wait_event(done, timeout_, paro::detail::concat("rank ", rank_, ": ", what), [&] { check_async_error(); });

@@ -11,15 +11,17 @@
 //   group issued before it on this communicator (one stream runs them in order).
 // - No tags: a pair's messages match in the order they were issued (tags are dropped; a schedule that
 //   counts on them to reorder messages receives the wrong bytes or fails on a size mismatch).
-// - Local steps (copy, reduce, divide, staging) run on the communicator's stream after its messages: they
-//   issue what is recorded and wait for every group first.
+// - Local steps (copy, reduce, divide) run on the communicator's stream after its messages: they issue what
+//   is recorded and wait for every group first. Staging (upload, download) is a synchronous copy outside the
+//   stream, which any thread may do.
 // - One thread at a time: the communicators of one rank (the world and its splits) must not be driven from
 //   two threads at once (concurrent_use() is false); a second thread that enters is a UsageError.
 // - split waits for the communicator's messages first (ncclCommSplit must not have work outstanding).
 // Where it is looser than a GPU: a group's messages are posted to the inner transport at once, so they can
 // match before the groups issued ahead of them on the stream have finished; only their completion waits.
 //
-//   threads::run(n, [](threads::Transport t) { Communicator comm(recording::Transport<threads::Transport>(std::move(t))); });
+//   threads::run(n, [](threads::Transport t) { Communicator
+//   comm(recording::Transport<threads::Transport>(std::move(t))); });
 
 #include <atomic>
 #include <cstddef>
@@ -158,12 +160,9 @@ class Transport {
   void divide(void* buf, std::size_t count, DataType dt, int divisor) {
     local([&] { inner_.divide(buf, count, dt, divisor); });
   }
-  void upload(void* dst, const void* host, std::size_t bytes) {
-    local([&] { inner_.upload(dst, host, bytes); });
-  }
-  void download(void* host, const void* src, std::size_t bytes) {
-    local([&] { inner_.download(host, src, bytes); });
-  }
+  // Staging is a plain synchronous copy, as nccl's: any thread may stage while another drives the rank.
+  void upload(void* dst, const void* host, std::size_t bytes) { inner_.upload(dst, host, bytes); }
+  void download(void* host, const void* src, std::size_t bytes) { inner_.download(host, src, bytes); }
 
  private:
   static constexpr int untagged = 0;

@@ -21,6 +21,7 @@ template <class Fn>
 void run_on_devices(int n, Fn&& fn) {
   const int gpus = cuda::device_count();
   paro::detail::require(gpus > 0, "threads::run_on_devices: no usable GPU (", cuda::device_census().why_none, ")");
+  cuda::enable_peer_access();
   run_with(
       n, [gpus](int rank) { return cuda::DeviceMemory(rank % gpus); }, std::forward<Fn>(fn));
 }
