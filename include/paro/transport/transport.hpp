@@ -23,7 +23,7 @@
 // grouped send/recv), so that a schedule must not post receives ahead of its current step; the
 // Communicator then runs rings one whole block and one receive at a time. A stepwise transport may ignore
 // tags (NCCL does): its messages between a pair match in posting order whatever their tags.
-// Optional: void issue() where isend/irecv only record (a stepwise transport issues at the first wait):
+// Optional: void issue() where isend/irecv only record (a stepwise transport issues them at a wait):
 // starts what is recorded. A schedule calls issue_posted(t) before it works on another communicator
 // while its messages are in flight (the ring's hooks), so that they progress meanwhile.
 // Optional: void bind_thread() where the backend's calls depend on per-thread state (CUDA's current device):
@@ -155,27 +155,21 @@ struct is_stepwise<T, std::enable_if_t<T::stepwise>> : std::true_type {};
 template <class T>
 inline constexpr bool is_stepwise_v = detail::is_stepwise<T>::value;
 
-namespace detail {
-template <class T, class = void>
-struct has_bind_thread : std::false_type {};
+// The optional members, detected as the concept's members are.
+namespace detail::transport_concept {
 template <class T>
-struct has_bind_thread<T, std::void_t<decltype(std::declval<T&>().bind_thread())>> : std::true_type {};
-}  // namespace detail
+using bind_thread = decltype(self<T>().bind_thread());
+template <class T>
+using issue = decltype(self<T>().issue());
+}  // namespace detail::transport_concept
 
 template <class T>
-inline constexpr bool has_bind_thread_v = detail::has_bind_thread<T>::value;
-
-namespace detail {
-template <class T, class = void>
-struct has_issue : std::false_type {};
-template <class T>
-struct has_issue<T, std::void_t<decltype(std::declval<T&>().issue())>> : std::true_type {};
-}  // namespace detail
+inline constexpr bool has_bind_thread_v = detail::transport_concept::has<detail::transport_concept::bind_thread, T>;
 
 // Starts t's recorded messages, where it records them (see issue() above); otherwise they are under way.
 template <class T>
 void issue_posted(T& t) {
-  if constexpr (detail::has_issue<T>::value) t.issue();
+  if constexpr (detail::transport_concept::has<detail::transport_concept::issue, T>) t.issue();
 }
 
 // Whether T's buffers live in host memory (its scratch is a HostBuffer): host control data then needs
