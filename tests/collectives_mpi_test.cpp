@@ -66,6 +66,11 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Algorithm::ring, Algorithm::tree, Algorithm::native, Algorithm::automatic)),
     param_name);
 
+TEST(MpiBroadcast, EveryTypeRootAndSize) {
+  const auto failures = paro::testing::broadcast_matrix(world(), {0, 1, 7, 1000}, paro::Scope::global, true);
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
 TEST(MpiSplit, ParitySubCommunicatorsReduceIndependently) {
   const auto failures = paro::testing::check_parity_split(world());
   EXPECT_TRUE(failures.empty()) << join(failures);
@@ -82,6 +87,7 @@ TEST_P(MpiScoped, EveryCollectiveIsExact) {
   for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
     for (auto algo : {Algorithm::ring, Algorithm::tree, Algorithm::native})
       for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 100}, GetParam())) failures.push_back(f);
+  for (auto& f : paro::testing::broadcast_matrix(comm, {0, 1, 100}, GetParam())) failures.push_back(f);
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 

@@ -87,6 +87,45 @@ TEST(ThreadsRingPipeline, TinyChunksEveryShape) {
   unsetenv("PARO_RING_WINDOW");
 }
 
+// Broadcast at every rank count: every data type, counts 0, 1, 7, 1000 (binomial trees) and 3 MiB + 3 bytes of
+// u8 and f32 (the chain where n > 3, pipelined in 1 MiB chunks), from the first, middle and last rank.
+class ThreadsBroadcast : public ::testing::TestWithParam<int> {};
+
+TEST_P(ThreadsBroadcast, EveryTypeRootAndSize) {
+  const int n = GetParam();
+  auto failures = on_threads(n, [&](auto& comm) {
+    return paro::testing::broadcast_matrix(comm, {0, 1, 7, 1000}, paro::Scope::global, true);
+  });
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllRankCounts, ThreadsBroadcast, ::testing::Range(1, 17));
+
+// Tiny chunks and a window of 2 make a chain of many pieces; the schedule rule picks chain or tree alike on
+// every rank, and a bad root or algorithm is refused with what is allowed.
+TEST(ThreadsBroadcast, ChainOfManyChunksAndBadArguments) {
+  setenv("PARO_RING_CHUNK", "16", 1);
+  setenv("PARO_RING_WINDOW", "2", 1);
+  EXPECT_TRUE(paro::algorithms::broadcast_chains(5, 32, 16));   // 2 chunks: (3 + 2) / 2 steps < ceil(log2 5)
+  EXPECT_FALSE(paro::algorithms::broadcast_chains(5, 16, 16));  // one chunk: 4 steps > 3
+  EXPECT_FALSE(paro::algorithms::broadcast_chains(2, 1000, 16));
+  auto failures = on_threads(5, [&](auto& comm) {
+    auto f = paro::testing::broadcast_matrix(comm, {250, 1001});
+    std::vector<float> buf(4);
+    for (auto [root, algo, want] : {std::tuple{5, Algorithm::automatic,
+                                               "root 5 is not a rank of the global scope; "
+                                               "allowed: 0 .. 4"},
+                                    std::tuple{0, Algorithm::ring, "allowed: automatic"}}) {
+      const std::string e = paro::testing::error_of([&] { comm.broadcast(buf.data(), buf.size(), root, {algo}); });
+      if (e.find(want) == std::string::npos) f.push_back("rank " + std::to_string(comm.rank()) + ": " + e);
+    }
+    return f;
+  });
+  unsetenv("PARO_RING_CHUNK");
+  unsetenv("PARO_RING_WINDOW");
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+}
+
 // Random floats: every rank must get bit-identical all-reduce results, close to a double-precision sum.
 TEST(ThreadsAllReduce, RandomFloatsAgreeAcrossRanks) {
   const int n = 7;

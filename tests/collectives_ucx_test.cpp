@@ -205,6 +205,14 @@ INSTANTIATE_TEST_SUITE_P(Ucx, UcxCollective,
                                             ::testing::Values(Algorithm::ring, Algorithm::tree, Algorithm::automatic)),
                          param_name);
 
+TEST(UcxBroadcast, EveryTypeRootAndSize) {
+  auto failures = everywhere([](paro::ucx::Transport& t) {
+    UcxComm comm(t);
+    return paro::testing::broadcast_matrix(comm, {0, 1, 7, 1000}, paro::Scope::global, true);
+  });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
 TEST(UcxSplit, ParitySubCommunicatorsReduceIndependently) {
   auto failures = everywhere([](paro::ucx::Transport& t) {
     UcxComm comm(t);
@@ -226,6 +234,7 @@ TEST_P(UcxScoped, EveryCollectiveIsExact) {
     for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
       for (auto algo : {Algorithm::ring, Algorithm::tree})
         for (auto& s : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 100}, scope)) f.push_back(s);
+    for (auto& s : paro::testing::broadcast_matrix(comm, {0, 1, 100}, scope)) f.push_back(s);
     return f;
   });
   EXPECT_TRUE(failures.empty()) << join(failures);

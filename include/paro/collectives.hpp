@@ -10,6 +10,7 @@
 //   reduce_scatter(send, recv, count)      send holds size()*count, recv holds count; in place when
 //                                          recv == send + rank()*count (the other blocks of send are then
 //                                          left undefined)
+//   broadcast(buf, count, root)            buf holds count elements; the root's become everyone's
 // All ranks must call the same verbs in the same order with the same count, type, op, algorithm and scope.
 // Buffers belong to the caller; a verb returns when this rank's part is complete and its buffers may be
 // reused (other ranks may still be finishing theirs).
@@ -32,6 +33,7 @@
 #include <utility>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/broadcast.hpp"
 #include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/link_sources.hpp"
@@ -166,6 +168,13 @@ class Communicator {
     run_now(prepare_reduce_scatter(send, recv, count, dt, op, o));
   }
 
+  // buf (count elements) on every rank of the scope becomes root's buf; root is a rank of the scope. One
+  // schedule, chosen by size (algorithms/broadcast.hpp): the algorithm must be automatic. Errors as
+  // all_reduce.
+  void broadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
+    run_now(prepare_broadcast(buf, count, dt, root, o));
+  }
+
   // Nonblocking forms (communicator/progress.hpp): the arguments are checked now (a UsageError is thrown
   // here); the collective runs on this communicator's progress thread after everything issued before it,
   // and the Request reports its completion and its error. The buffers belong to the collective until the
@@ -178,6 +187,9 @@ class Communicator {
   }
   Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
     return submit(prepare_reduce_scatter(send, recv, count, dt, op, o));
+  }
+  Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
+    return submit(prepare_broadcast(buf, count, dt, root, o));
   }
 
   // Returns once every collective issued so far has completed; throws the first failure, if any. Use it
@@ -198,6 +210,10 @@ class Communicator {
     reduce_scatter(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, op, o);
   }
   template <class T>
+  void broadcast(T* buf, std::size_t count, int root, Options o = {}) {
+    broadcast(static_cast<void*>(buf), count, data_type_v<T>, root, o);
+  }
+  template <class T>
   Request iall_reduce(const T* send, T* recv, std::size_t count, ReduceOp op, Options o = {}) {
     return iall_reduce(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, op, o);
   }
@@ -208,6 +224,10 @@ class Communicator {
   template <class T>
   Request ireduce_scatter(const T* send, T* recv, std::size_t count, ReduceOp op, Options o = {}) {
     return ireduce_scatter(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, op, o);
+  }
+  template <class T>
+  Request ibroadcast(T* buf, std::size_t count, int root, Options o = {}) {
+    return ibroadcast(static_cast<void*>(buf), count, data_type_v<T>, root, o);
   }
 
  private:
@@ -267,6 +287,23 @@ class Communicator {
     std::string describe() const { return detail::concat(*this); }
   };
 
+  // A checked broadcast (not one of the registry's collectives: one schedule, no plan).
+  struct BroadcastJob {
+    Communicator* self;
+    Scope scope;
+    void* buf;
+    std::size_t count;
+    DataType dt;
+    int root;
+    std::function<void()> inputs_ready;
+    void operator()() const { self->execute(*this); }
+    friend std::ostream& operator<<(std::ostream& out, const BroadcastJob& j) {
+      return out << "broadcast " << paro::name_of(j.scope) << " count=" << j.count << " " << paro::name_of(j.dt)
+                 << " root=" << j.root;
+    }
+    std::string describe() const { return detail::concat(*this); }
+  };
+
   // The checks that need no communication, and the plan; the rest happens in execute().
   Job prepare_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) {
     const char* what = "all_reduce";
@@ -302,16 +339,34 @@ class Communicator {
     return job(Collective::reduce_scatter, bytes, o, {send, recv, count, dt, op}, recv == mine);
   }
 
+  BroadcastJob prepare_broadcast(void* buf, std::size_t count, DataType dt, int root, Options o) {
+    const char* what = "broadcast";
+    Transport& t = scoped(what, o.scope);
+    validation::data_type_and_op(what, dt, ReduceOp::sum);
+    const std::size_t bytes = validation::checked_bytes(what, count, dt, 1);
+    validation::buffers(what, buf, bytes, buf, bytes);
+    detail::require(root >= 0 && root < t.size(), what, ": root ", root, " is not a rank of the ",
+                    paro::name_of(o.scope), " scope; allowed: 0 .. ", t.size() - 1);
+    detail::require(o.algorithm == Algorithm::automatic, what, ": algorithm ", name_of(o.algorithm),
+                    "; broadcast has one schedule (a binomial tree, a pipelined chain for large messages), so ",
+                    "allowed: automatic");
+    BroadcastJob j{this, o.scope, buf, count, dt, root, std::move(o.inputs_ready)};
+    log::info(rank(), j);
+    return j;
+  }
+
   Job job(Collective c, std::size_t bytes, Options o, const algorithms::Call& call, bool in_place) {
     Job j{this, c, o.scope, plan(c, bytes, o.algorithm, o.scope), call, in_place, std::move(o.inputs_ready)};
     log::info(rank(), j);
     return j;
   }
 
-  void run_now(const Job& j) {
+  template <class J>
+  void run_now(const J& j) {
     engine_.run_now(j, [&j] { return j.describe(); });
   }
-  Request submit(const Job& j) {
+  template <class J>
+  Request submit(const J& j) {
     return engine_.submit(j, [j] { return j.describe(); });
   }
 
@@ -320,7 +375,8 @@ class Communicator {
     Transport& t = transport(j.scope);
     const algorithms::Call& call = j.call;
     if (j.inputs_ready) j.inputs_ready();
-    check_agreement(t, j.collective, j.scope, j.plan.algorithm, call.count, call.dt, call.op);
+    check_agreement(t, static_cast<std::int64_t>(j.collective), j.scope, j.plan.algorithm, call.count, call.dt,
+                    static_cast<std::int64_t>(call.op));
     if (call.count == 0) return;
     // Schedules other than the backend's own start from this rank's all-gather block in place
     // (algorithm.hpp: Call).
@@ -329,6 +385,13 @@ class Communicator {
       t.copy(static_cast<char*>(call.recv) + static_cast<std::size_t>(t.rank()) * block, call.send, block);
     }
     run(j.collective, j.plan, j.scope, call);
+  }
+
+  void execute(const BroadcastJob& j) {
+    Transport& t = transport(j.scope);
+    if (j.inputs_ready) j.inputs_ready();
+    check_agreement(t, broadcast_signature, j.scope, Algorithm::automatic, j.count, j.dt, j.root);
+    algorithms::broadcast(t, j.buf, j.count * size_of(j.dt), j.root, tuning_.ring);
   }
 
   // A CUDA backend's calls act on the calling thread's current device: the progress thread selects it.
@@ -408,16 +471,21 @@ class Communicator {
     return transport(s);
   }
 
-  void check_agreement(Transport& t, Collective c, Scope s, Algorithm a, std::size_t count, DataType dt, ReduceOp op) {
+  // PARO_CHECK's signature of a broadcast: its collective field, and the root in the op field.
+  static constexpr std::int64_t broadcast_signature = -1;
+
+  // c: a Collective, or broadcast_signature (then op is the root).
+  void check_agreement(Transport& t, std::int64_t c, Scope s, Algorithm a, std::size_t count, DataType dt,
+                       std::int64_t op) {
     if (!tuning_.check_signatures) return;
     using F = validation::Signature;
     F mine;
-    mine.values = {static_cast<std::int64_t>(c),
+    mine.values = {c,
                    static_cast<std::int64_t>(s),
                    static_cast<std::int64_t>(a),
                    static_cast<std::int64_t>(count),
                    static_cast<std::int64_t>(dt),
-                   static_cast<std::int64_t>(op),
+                   op,
                    static_cast<std::int64_t>(tuning_.ring.chunk_bytes),
                    static_cast<std::int64_t>(tuning_.ring.window),
                    static_cast<std::int64_t>(tuning_.pipeline_chunk_bytes),
@@ -425,6 +493,11 @@ class Communicator {
                    static_cast<std::int64_t>(tuning_.direct_max_bytes)};
     validation::check_agreement(t, mine, paro::name_of(s), [](const F& f) {
       const auto& v = f.values;
+      if (v[F::collective] == broadcast_signature)
+        return detail::concat("broadcast scope=", paro::name_of(static_cast<Scope>(v[F::scope])),
+                              " count=", v[F::count], " ", paro::name_of(static_cast<DataType>(v[F::data_type])),
+                              " root=", v[F::op], " (PARO_RING_CHUNK=", v[F::ring_chunk],
+                              " PARO_RING_WINDOW=", v[F::ring_window], ")");
       return detail::concat(paro::name_of(static_cast<Collective>(v[F::collective])),
                             " scope=", paro::name_of(static_cast<Scope>(v[F::scope])),
                             " algo=", name_of(static_cast<Algorithm>(v[F::algorithm])), " count=", v[F::count], " ",

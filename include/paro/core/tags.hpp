@@ -5,6 +5,7 @@
 
 namespace paro::tags {
 
+constexpr int broadcast = 0x42;         // algorithms/broadcast.hpp
 constexpr int control = 0x43;           // transport/control.hpp: control all-gather, barrier
 constexpr int direct = 0x44;            // algorithms/direct.hpp
 constexpr int ring = 0x52;              // algorithms/ring.hpp

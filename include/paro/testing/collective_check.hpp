@@ -196,6 +196,30 @@ std::string run_case(Communicator<Transport, Registry>& comm, const Case& c) {
   return check_case(comm, c).report;
 }
 
+// A broadcast of count elements from root over the scope, checked element by element on this rank: every
+// rank starts with its own inputs, and must end with root's. Returns the failure description ("" if right).
+template <class Transport, class Registry>
+std::string check_broadcast(Communicator<Transport, Registry>& comm, DataType dt, std::size_t count, int root,
+                            Scope scope = Scope::global) {
+  Transport& t = comm.transport(scope);
+  const std::size_t bytes = count * size_of(dt);
+  auto buffer = t.allocate(bytes);
+  return visit_data_type(dt, [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    std::vector<T> values(count);
+    fill_inputs(values.data(), count, dt, ReduceOp::sum, t.rank(), 0);
+    t.upload(buffer.data(), values.data(), bytes);
+    comm.broadcast(buffer.data(), count, dt, root, Options{Algorithm::automatic, scope});
+    t.download(values.data(), buffer.data(), bytes);
+    std::size_t wrong = 0, first = 0;
+    for (std::size_t i = count; i-- > 0;)
+      if (!same(values[i], element<T>(input_value(dt, ReduceOp::sum, root, i)))) ++wrong, first = i;
+    if (wrong == 0) return {};
+    return detail::concat("rank ", t.rank(), ": broadcast scope=", name_of(scope), " ranks=", t.size(), " ",
+                          name_of(dt), " count=", count, " root=", root, ": ", wrong, " wrong, the first at ", first);
+  });
+}
+
 // A split by rank parity: each half all-reduces on its own (host buffers: for host-memory transports).
 // Returns this rank's failures.
 template <class Transport, class Registry>
@@ -220,6 +244,32 @@ inline bool reduced_matrix() {
   const auto v = env::get("PARO_TEST_MATRIX");
   detail::require(!v || *v == "full" || *v == "reduced", "PARO_TEST_MATRIX='", *v, "'; allowed: full reduced");
   return v && *v == "reduced";
+}
+
+// Broadcasts of every data type (three under PARO_TEST_MATRIX=reduced) and the given counts from the first,
+// the middle and the last rank of the scope; with `large`, also 3 MiB + 3 bytes of u8 and f32 from the first
+// and the last (a pipelined chain where the scope has more than 3 ranks). Returns this rank's failures.
+template <class Transport, class Registry>
+std::vector<std::string> broadcast_matrix(Communicator<Transport, Registry>& comm,
+                                          const std::vector<std::size_t>& counts, Scope scope = Scope::global,
+                                          bool large = false) {
+  std::vector<DataType> dtypes(std::begin(all_data_types), std::end(all_data_types));
+  if (reduced_matrix()) dtypes = {DataType::f32, DataType::f16, DataType::i32};
+  const int n = comm.transport(scope).size();
+  std::vector<std::string> failures;
+  for (DataType dt : dtypes)
+    for (std::size_t count : counts)
+      for (int root : {0, n / 2, n - 1}) {
+        std::string f = check_broadcast(comm, dt, count, root, scope);
+        if (!f.empty()) failures.push_back(std::move(f));
+      }
+  if (large)
+    for (DataType dt : {DataType::u8, DataType::f32})
+      for (int root : {0, n - 1}) {
+        std::string f = check_broadcast(comm, dt, ((std::size_t{3} << 20) + 3) / size_of(dt), root, scope);
+        if (!f.empty()) failures.push_back(std::move(f));
+      }
+  return failures;
 }
 
 // The standard matrix on one communicator: every data type x op (all_gather: op unused), the given
