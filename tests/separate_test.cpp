@@ -356,9 +356,100 @@ TEST(Separate, CheckpointContinuesBitIdentically) {
   EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
 }
 
-// --- bad input --------------------------------------------------------------------------------------------
+// --- the step-wise form ------------------------------------------------------------------------------------
 
 using paro::testing::error_of;
+
+// project -> the caller's all-reduce -> reconstruct [-> the caller's sum of the cosines -> adapt] gives the
+// all-reduce's bits: outputs, error buffers, widths and betas, over steps that reset and adapt, with a
+// compressed f32 and bf16 tensor and a plain vector. The all-reduce runs in one piece, on the same ring.
+TEST(Separate, StepwiseMatchesTheAllReduceBitwise) {
+  auto failures = paro::testing::on_threads(3, [](auto& comm) {
+    SeparateOptions o;
+    o.adaptive = true;
+    o.adapt_every = 2;
+    o.reset_every = 3;
+    o.min_elements = 1;
+    o.pipeline_chunk_bytes = 0;
+    o.collective = {Algorithm::ring};
+    auto make = [&] {
+      Separate sep(o);
+      sep.add("w", 24, 64, DataType::f32);
+      sep.add("v", 16, 40, DataType::bf16);
+      sep.add("bias", 1, 64, DataType::f32);
+      return sep;
+    };
+    Separate whole = make(), stepwise = make();
+    std::vector<std::string> f;
+    for (std::uint32_t k = 0; k < 7; ++k) {
+      std::vector<float> w(24 * 64), bias(64);
+      std::vector<paro::bf16> v(16 * 40);
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.07f * i + comm.rank() + k);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = paro::bf16(std::cos(0.11f * i - comm.rank() + k));
+      for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25f * comm.rank() + k;
+      std::vector<float> w1(w.size()), bias1(bias.size());
+      std::vector<paro::bf16> v1(v.size());
+      whole.all_reduce(comm, {{0, w.data(), w1.data()}, {1, v.data(), v1.data()}, {2, bias.data(), bias1.data()}});
+      // In place, as the DDP hook runs it.
+      const std::vector<Separate::Gradient> grads{
+          {0, w.data(), w.data()}, {1, v.data(), v.data()}, {2, bias.data(), bias.data()}};
+      std::vector<float> wire(stepwise.wire_floats(grads));
+      stepwise.project(grads, wire.data());
+      comm.all_reduce(wire.data(), wire.data(), wire.size(), paro::ReduceOp::sum, {Algorithm::ring});
+      std::vector<double> cosines = stepwise.reconstruct(grads, wire.data(), comm.size());
+      if (cosines.empty() != (k % o.adapt_every != 0)) f.push_back(paro::detail::concat("step ", k, ": cosines?"));
+      if (!cosines.empty()) {
+        comm.all_reduce(cosines.data(), cosines.data(), cosines.size(), paro::ReduceOp::sum, {Algorithm::tree});
+        stepwise.adapt(cosines);
+      }
+      if (w != w1 || bias != bias1 || std::memcmp(v.data(), v1.data(), v.size() * sizeof(paro::bf16)) != 0)
+        f.push_back(paro::detail::concat("rank ", comm.rank(), " step ", k, ": outputs differ"));
+      for (std::size_t id = 0; id < 3; ++id) {
+        const auto &a = whole.tensor(id), &b = stepwise.tensor(id);
+        if (a.error != b.error || a.shape.width != b.shape.width || a.beta != b.beta || a.step != b.step)
+          f.push_back(paro::detail::concat("rank ", comm.rank(), " step ", k, ": tensor ", a.name, "'s state differs"));
+      }
+      if (whole.last_call().wire_bytes != stepwise.last_call().wire_bytes ||
+          whole.last_call().dense_bytes != stepwise.last_call().dense_bytes)
+        f.push_back("traffic differs");
+    }
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+
+TEST(Separate, StepwiseRefusesStepsOutOfOrder) {
+  SeparateOptions o;
+  o.min_elements = 1;
+  o.adaptive = true;
+  o.adapt_every = 1;
+  Separate sep(o);
+  sep.add("w", 8, 64, DataType::f32);
+  sep.add("b", 1, 8, DataType::f32);
+  std::vector<float> g(8 * 64, 1.0f), b(8, 1.0f);
+  const std::vector<Separate::Gradient> grads{{0, g.data(), g.data()}, {1, b.data(), b.data()}};
+  std::vector<float> wire(sep.wire_floats(grads));
+  EXPECT_NE(error_of([&] { sep.reconstruct(grads, wire.data(), 1); }).find("no project() before it"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { sep.adapt({1.0}); }).find("this step does not adapt"), std::string::npos);
+  sep.project(grads, wire.data());
+  EXPECT_NE(error_of([&] { sep.project(grads, wire.data()); }).find("a step-wise step is still open"),
+            std::string::npos);
+  std::stringstream out;
+  EXPECT_NE(error_of([&] { sep.save(out); }).find("save between steps"), std::string::npos);
+  EXPECT_NE(error_of([&] { sep.reconstruct({grads[0]}, wire.data(), 1); }).find("differ from the step's project()"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { sep.reconstruct(grads, wire.data(), 0); }).find("ranks 0"), std::string::npos);
+  const std::vector<double> cosines = sep.reconstruct(grads, wire.data(), 1);
+  ASSERT_EQ(cosines.size(), 1u);  // the compressed tensor adapts; the plain vector does not
+  EXPECT_NE(error_of([&] { sep.adapt({1.0, 2.0}); }).find("2 cosines for 1 adapting tensors"), std::string::npos);
+  sep.adapt(cosines);
+  EXPECT_EQ(sep.tensor(0).step, 1u);
+  EXPECT_EQ(sep.tensor(1).step, 1u);
+  EXPECT_EQ(error_of([&] { sep.save(out); }), "(no error)");
+}
+
+// --- bad input --------------------------------------------------------------------------------------------
 
 TEST(Separate, RejectsBadInputWithTheReason) {
   SeparateOptions o;

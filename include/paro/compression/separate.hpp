@@ -181,23 +181,10 @@ class Separate {
   void all_reduce(Communicator<Transport>& comm, const std::vector<Gradient>& grads) {
     Transport& scoped = comm.transport(o_.collective.scope);
     const int n = scoped.size();
+    require_no_open_step("all_reduce");
     validate(grads, "all_reduce", n, false);
-    // One buffer: each tensor's P (rows x w) or its plain values, one after another, made of units (row
-    // blocks, or a whole plain tensor) that the lanes hand on in chunks.
-    std::vector<Unit> units;
     std::size_t total = 0;
-    for (std::size_t i = 0; i < grads.size(); ++i) {
-      const Tensor& t = tensors_[grads[i].id];
-      if (!t.compressed) {
-        units.push_back({i, 0, t.rows, total});
-        total += t.rows * t.cols;
-        continue;
-      }
-      const std::size_t block = rows_per_block(t);
-      for (std::size_t r = 0; r < t.rows; r += block)
-        units.push_back({i, r, std::min(block, t.rows - r), total + r * t.shape.projected_cols()});
-      total += t.rows * t.shape.projected_cols();
-    }
+    const std::vector<Unit> units = units_of(grads, total);
     const std::vector<Chunk> chunks = chunks_of(units, total);
     wire_.resize(total);  // every value is written before it is sent
     prepare(grads);
@@ -207,7 +194,7 @@ class Separate {
     auto project_lane = [&] {
       std::size_t u = 0;
       for (const Chunk& c : chunks) {
-        for (; u < c.unit_end; ++u) project_unit(grads, units[u]);
+        for (; u < c.unit_end; ++u) project_unit(grads, units[u], wire_.data());
         projected.advance();
       }
     };
@@ -225,12 +212,67 @@ class Separate {
       std::size_t u = 0;
       for (std::size_t c = 0; c < chunks.size(); ++c) {
         reduced.wait_for(c + 1);
-        for (; u < chunks[c].unit_end; ++u) finish_unit(grads, units[u], n, cosines[units[u].grad]);
+        for (; u < chunks[c].unit_end; ++u) finish_unit(grads, units[u], wire_.data(), n, cosines[units[u].grad]);
       }
     };
     algorithms::run_lanes(chunks.size() > 1 && scoped.concurrent_use(), {&projected, &reduced}, project_lane,
                           reduce_lane, reconstruct_lane);
     finish(comm, grads, cosines, total);
+  }
+
+  // The all-reduce in steps, for an all-reduce that the caller runs (torch.distributed's, say), with the
+  // same results: project() writes the projections (and the plain tensors' values) into a wire of
+  // wire_floats(grads) floats; the caller sums the wires over the ranks; reconstruct() writes the estimate
+  // of the ranks' mean into each out. Where this step adapts (G-SEPARATE), reconstruct() returns every
+  // adapting tensor's cosine, which the caller sums over the ranks (every rank must get the same bits) and
+  // hands to adapt(); otherwise it returns none and the step is complete. One step at a time: grads must
+  // hold the same gradients from project() to reconstruct().
+  std::size_t wire_floats(const std::vector<Gradient>& grads) const {
+    validate(grads, "wire_floats", 1, false);
+    std::size_t total = 0;
+    units_of(grads, total);
+    return total;
+  }
+
+  void project(const std::vector<Gradient>& grads, float* wire) {
+    require_no_open_step("project");
+    validate(grads, "project", 1, false);
+    std::size_t total = 0;
+    const std::vector<Unit> units = units_of(grads, total);
+    detail::require(wire != nullptr || total == 0, "SEPARATE project: the wire is null; it must hold ", total,
+                    " floats");
+    prepare(grads);
+    for (const Unit& u : units) project_unit(grads, u, wire);
+    step_ = {Phase::projected, ids_of(grads), total, 0};
+  }
+
+  std::vector<double> reconstruct(const std::vector<Gradient>& grads, const float* summed_wire, int ranks) {
+    detail::require(
+        step_.phase == Phase::projected && step_.ids == ids_of(grads), "SEPARATE reconstruct: ",
+        step_.phase == Phase::projected ? "the tensors differ from the step's project()" : "no project() before it");
+    detail::require(ranks >= 1, "SEPARATE reconstruct: ranks ", ranks, "; the wire's sum over >= 1 ranks");
+    detail::require(summed_wire != nullptr || step_.wire_floats == 0, "SEPARATE reconstruct: the summed wire is null");
+    std::size_t total = 0;
+    std::vector<Cosine> cosines(grads.size());
+    for (const Unit& u : units_of(grads, total)) finish_unit(grads, u, summed_wire, ranks, cosines[u.grad]);
+    std::vector<double> adapting = adapting_cosines(grads, cosines);
+    step_.ranks = ranks;
+    if (adapting.empty()) {
+      complete_step(grads.size());
+    } else {
+      step_.phase = Phase::adapting;
+    }
+    return adapting;
+  }
+
+  // G-SEPARATE's step 6 from the adapting tensors' cosines summed over the ranks; completes the step.
+  void adapt(const std::vector<double>& summed_cosines) {
+    detail::require(step_.phase == Phase::adapting, "SEPARATE adapt: this step does not adapt (reconstruct() ",
+                    "returned no cosines)");
+    detail::require(summed_cosines.size() == adapting_.size(), "SEPARATE adapt: ", summed_cosines.size(),
+                    " cosines for ", adapting_.size(), " adapting tensors");
+    apply_adaptation(summed_cosines, step_.ranks);
+    complete_step(step_.ids.size());
   }
 
   // Sharded gradients (ZeRO / PaRO-DP): rank j of the scope receives rows [j rows/n, (j+1) rows/n) of the
@@ -242,6 +284,7 @@ class Separate {
     Transport& scoped = comm.transport(o_.collective.scope);
     const int n = scoped.size();
     const std::size_t me = static_cast<std::size_t>(scoped.rank());
+    require_no_open_step("reduce_scatter");
     validate(grads, "reduce_scatter", n, true);
     // Rank j's section holds every tensor's part for j: rows/n rows of P, or elements/n plain values.
     std::vector<std::size_t> offset(grads.size());
@@ -271,9 +314,9 @@ class Separate {
         for_row_blocks(t, j * shard_rows, shard_rows, [&](std::size_t r0, std::size_t nr) {
           const float* h = rows_of_h(t, grads[i].grad, r0, nr);
           float* pr = p + (r0 - j * shard_rows) * w;
-          project(t.shape, randoms_[i].data(), h, t.cols, nr, pr, w);
+          compression::project(t.shape, randoms_[i].data(), h, t.cols, nr, pr, w);
           if (t.error.empty()) return;
-          reconstruct(t.shape, randoms_[i].data(), pr, w, nr, 1.0f, estimate_.data(), t.cols);
+          compression::reconstruct(t.shape, randoms_[i].data(), pr, w, nr, 1.0f, estimate_.data(), t.cols);
           float* e = t.error.data() + r0 * t.cols;
           for (std::size_t k = 0; k < nr * t.cols; ++k)
             e[k] = reset ? 0.0f : next_error(e[k], h[k], estimate_[k], t.beta);
@@ -303,6 +346,7 @@ class Separate {
   // Checkpoint: seed, and per tensor its step, width, beta and error buffer. load() needs the same
   // tensors registered in the same order, the same projection distribution and block size.
   void save(std::ostream& out) const {
+    detail::require(step_.phase == Phase::idle, "SEPARATE save: a step-wise step is still open; save between steps");
     out.write(magic, sizeof magic);
     put(out, o_.seed);
     put(out, static_cast<std::uint32_t>(o_.distribution));
@@ -422,6 +466,26 @@ class Separate {
     std::size_t unit_end, wire_end;
   };
 
+  // One buffer: each tensor's P (rows x w) or its plain values, one after another, made of units (row blocks,
+  // or a whole plain tensor); total becomes its length in floats.
+  std::vector<Unit> units_of(const std::vector<Gradient>& grads, std::size_t& total) const {
+    std::vector<Unit> units;
+    total = 0;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const Tensor& t = tensors_[grads[i].id];
+      if (!t.compressed) {
+        units.push_back({i, 0, t.rows, total});
+        total += t.rows * t.cols;
+        continue;
+      }
+      const std::size_t block = rows_per_block(t);
+      for (std::size_t r = 0; r < t.rows; r += block)
+        units.push_back({i, r, std::min(block, t.rows - r), total + r * t.shape.projected_cols()});
+      total += t.rows * t.shape.projected_cols();
+    }
+    return units;
+  }
+
   std::vector<Chunk> chunks_of(const std::vector<Unit>& units, std::size_t total) const {
     const std::size_t target =
         o_.pipeline_chunk_bytes == 0 ? total : std::max<std::size_t>(1, o_.pipeline_chunk_bytes / sizeof(float));
@@ -451,24 +515,24 @@ class Separate {
     estimate_.resize(floats);
   }
 
-  // Steps 1-2 for one unit of the all-reduce: its part of the buffer.
-  void project_unit(const std::vector<Gradient>& grads, const Unit& u) {
+  // Steps 1-2 for one unit of the all-reduce: its part of the wire.
+  void project_unit(const std::vector<Gradient>& grads, const Unit& u, float* wire) {
     const Gradient& g = grads[u.grad];
     const Tensor& t = tensors_[g.id];
-    float* p = wire_.data() + u.wire;
+    float* p = wire + u.wire;
     if (!t.compressed) {
       visit_grad(t, [&](auto g0) { to_f32(static_cast<const decltype(g0)*>(g.grad), t.rows * t.cols, p); });
       return;
     }
-    project(t.shape, randoms_[u.grad].data(), rows_of_h(t, g.grad, u.r0, u.rows), t.cols, u.rows, p,
-            t.shape.projected_cols());
+    compression::project(t.shape, randoms_[u.grad].data(), rows_of_h(t, g.grad, u.r0, u.rows), t.cols, u.rows, p,
+                         t.shape.projected_cols());
   }
 
   // Steps 4-5 for one unit of the all-reduce: the estimate into out, the error update, the cosine's sums.
-  void finish_unit(const std::vector<Gradient>& grads, const Unit& u, int n, Cosine& cosine) {
+  void finish_unit(const std::vector<Gradient>& grads, const Unit& u, const float* wire, int n, Cosine& cosine) {
     const Gradient& gr = grads[u.grad];
     Tensor& t = tensors_[gr.id];
-    const float* p = wire_.data() + u.wire;
+    const float* p = wire + u.wire;
     visit_grad(t, [&](auto g0) {
       using T = decltype(g0);
       T* out = static_cast<T*>(gr.out);
@@ -485,7 +549,8 @@ class Separate {
   template <class T>
   void emit_rows(const Tensor& t, const float* r, const float* p, std::size_t nrows, int n, const T* g, T* out,
                  float* e, Cosine& cosine) {
-    reconstruct(t.shape, r, p, t.shape.projected_cols(), nrows, 1.0f / static_cast<float>(n), estimate_.data(), t.cols);
+    compression::reconstruct(t.shape, r, p, t.shape.projected_cols(), nrows, 1.0f / static_cast<float>(n),
+                             estimate_.data(), t.cols);
     const bool reset = resets(t), measure = adapts(t);
     for (std::size_t k = 0; k < nrows * t.cols; ++k) {
       const float hk = estimate_[k];
@@ -508,6 +573,12 @@ class Separate {
     return scratch_.data();
   }
 
+  // Where a step starts (all_reduce, reduce_scatter, project): no step-wise step may be open.
+  void require_no_open_step(const char* what) const {
+    detail::require(step_.phase == Phase::idle, "SEPARATE ", what, ": a step-wise step is still open (project() ",
+                    "needs its reconstruct(), and adapt() where that returned cosines)");
+  }
+
   void validate(const std::vector<Gradient>& grads, const char* what, int n, bool sharded) const {
     std::vector<bool> seen(tensors_.size(), false);
     for (const Gradient& g : grads) {
@@ -526,43 +597,59 @@ class Separate {
     }
   }
 
-  // Steps 6 and the step count; the traffic of the call.
+  // Step 6 and the step count; the traffic of the call. G-SEPARATE: the ranks' mean cosine, summed by a
+  // tree all-reduce (whose result is bit-identical on every rank), drives the same width and beta everywhere.
   template <class Transport>
   void finish(Communicator<Transport>& comm, const std::vector<Gradient>& grads, const std::vector<Cosine>& cosines,
               std::size_t wire_floats) {
-    if (o_.adaptive) adapt(comm, grads, cosines);
-    traffic_ = {wire_floats * sizeof(float), 0};
-    for (const Gradient& g : grads) {
-      Tensor& t = tensors_[g.id];
-      traffic_.dense_bytes += t.rows * t.cols * size_of(t.dtype);
-      ++t.step;
+    std::vector<double> sums = adapting_cosines(grads, cosines);
+    if (!sums.empty()) {
+      comm.all_reduce(sums.data(), sums.data(), sums.size(), DataType::f64, ReduceOp::sum,
+                      {Algorithm::tree, o_.collective.scope});
+      apply_adaptation(sums, comm.transport(o_.collective.scope).size());
     }
+    step_ = {Phase::idle, ids_of(grads), wire_floats, 0};
+    complete_step(grads.size());
   }
 
-  // G-SEPARATE: the ranks' mean cosine, summed by a tree all-reduce (whose result is bit-identical on every
-  // rank), drives the same width and beta everywhere.
-  template <class Transport>
-  void adapt(Communicator<Transport>& comm, const std::vector<Gradient>& grads, const std::vector<Cosine>& cosines) {
-    std::vector<std::size_t> which;
-    std::vector<double> sum;
+  // The cosines of the tensors that adapt at this step (adapting_ says which), to be summed over the ranks.
+  std::vector<double> adapting_cosines(const std::vector<Gradient>& grads, const std::vector<Cosine>& cosines) {
+    adapting_.clear();
+    std::vector<double> values;
     for (std::size_t i = 0; i < grads.size(); ++i) {
-      const Tensor& t = tensors_[grads[i].id];
-      if (adapts(t)) {
-        which.push_back(i);
-        sum.push_back(cosines[i].value());
-      }
+      if (!adapts(tensors_[grads[i].id])) continue;
+      adapting_.push_back(grads[i].id);
+      values.push_back(cosines[i].value());
     }
-    if (which.empty()) return;
-    comm.all_reduce(sum.data(), sum.data(), sum.size(), DataType::f64, ReduceOp::sum,
-                    {Algorithm::tree, o_.collective.scope});
-    const double n = comm.transport(o_.collective.scope).size();
-    for (std::size_t k = 0; k < which.size(); ++k) {
-      Tensor& t = tensors_[grads[which[k]].id];
-      const double c = sum[k] / n;
+    return values;
+  }
+
+  void apply_adaptation(const std::vector<double>& summed_cosines, int ranks) {
+    for (std::size_t k = 0; k < adapting_.size(); ++k) {
+      Tensor& t = tensors_[adapting_[k]];
+      const double c = summed_cosines[k] / ranks;
       const auto grown = static_cast<std::size_t>(1.0 + static_cast<double>(t.shape.width) * (1.0 + c));
       t.shape.width = std::clamp(grown, t.min_width, t.max_width);
       t.beta = std::clamp(t.beta * (1.0 + c), o_.beta_min, o_.beta_max);
     }
+    adapting_.clear();
+  }
+
+  // The step of step_.ids is done: its traffic, and every tensor's next step.
+  void complete_step(std::size_t tensors) {
+    traffic_ = {step_.wire_floats * sizeof(float), 0};
+    for (std::size_t k = 0; k < tensors; ++k) {
+      Tensor& t = tensors_[step_.ids[k]];
+      traffic_.dense_bytes += t.rows * t.cols * size_of(t.dtype);
+      ++t.step;
+    }
+    step_.phase = Phase::idle;
+  }
+
+  static std::vector<TensorId> ids_of(const std::vector<Gradient>& grads) {
+    std::vector<TensorId> ids;
+    for (const Gradient& g : grads) ids.push_back(g.id);
+    return ids;
   }
 
   template <class V>
@@ -579,9 +666,21 @@ class Separate {
 
   static constexpr std::size_t block_floats = 64 * 1024;  // 256 KiB of f32 per row block
 
+  // Where the step-wise form is (project -> reconstruct [-> adapt]); the all-reduce and reduce-scatter
+  // refuse to start in the middle of one.
+  enum class Phase { idle, projected, adapting };
+  struct Step {
+    Phase phase = Phase::idle;
+    std::vector<TensorId> ids;  // the step's tensors, in the call's order
+    std::size_t wire_floats = 0;
+    int ranks = 0;
+  };
+
   SeparateOptions o_;
   std::vector<Tensor> tensors_;
   Traffic traffic_;
+  Step step_;
+  std::vector<TensorId> adapting_;  // the tensors whose cosines the step's adaptation takes, in order
   std::vector<float> wire_, shard_, scratch_, estimate_;
   std::vector<std::vector<float>> randoms_;
 };
