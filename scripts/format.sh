@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t files < <(git ls-files 'include/*.hpp' 'include/*.cuh' 'bench/*.cpp' 'bench/*.hpp' 'bench/*.cu' \
-  'examples/*.cpp' 'examples/*.hpp' 'tests/*.cpp' 'tests/*.hpp' 'tests/*.cu')
+  'examples/*.cpp' 'examples/*.hpp' 'tests/*.cpp' 'tests/*.hpp' 'tests/*.cu' 'python/*.cpp' 'python/*.hpp')
 if [ "${1:-}" = "--check" ]; then
   status=0
   for f in "${files[@]}"; do

@@ -1,0 +1,183 @@
+"""torch.distributed on paro against gloo, and the Python/c10d layer's cost over paro itself, side by side.
+
+    python bench/bench_torch.py --procs 4 --min 1M --max 256M --rounds 3 --iters 3 \
+        --json torch-bench.json --markdown torch-bench.md [--paro-bench build/bin]
+
+In `procs` local processes, for each size (the full buffer, as nccl-tests and paro-bench count it) and
+collective (all_reduce, all_gather_into_tensor, reduce_scatter_tensor; float32, sum), three ways are timed:
+  paro    dist.all_reduce(...) etc. on a paro process group (Work, future, completion thread),
+  gloo    the same calls on a gloo process group,
+  direct  the same paro communicator called from C++ without torch.distributed's layer
+          (ParoBackend.direct: paro's nonblocking verb and a wait), in the same processes.
+Each measurement is `iters` calls back to back after a barrier, the time per call averaged over the ranks,
+as paro-bench times; the three alternate call by call within a round, and the median over `rounds` rounds is
+reported, so that drift on a shared machine hits all three alike. busbw as nccl-tests: 2(n-1)/n S/t for
+all-reduce, (n-1)/n S/t for the others. With --paro-bench DIR, paro's C++ benchmark (paro-run + paro-bench
+--backend ucx, automatic, out of place) runs afterwards for the same sizes, for reference (other processes,
+not interleaved).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter"]
+WAYS = ["paro", "gloo", "direct"]
+
+
+def parse_bytes(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
+
+
+def sizes(lo: int, hi: int, factor: int) -> list:
+    out, s = [], lo
+    while s <= hi:
+        out.append(s)
+        s *= factor
+    return out
+
+
+def worker(rank: int, n: int, init: str, args, out_path: str) -> None:
+    os.environ.update({"LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(n), "GROUP_RANK": "0"})
+    import paro_torch
+
+    torch.set_num_threads(1)
+    dist.init_process_group("paro", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=900))
+    paro, gloo = dist.group.WORLD, dist.new_group(backend="gloo")
+    backend = paro_torch.backend_of(paro)
+
+    def call(way: str, coll: str, full: torch.Tensor, part: torch.Tensor) -> None:
+        if way == "direct":
+            if coll == "reduce_scatter":
+                backend.direct(coll, part, full)
+            else:
+                backend.direct(coll, full, part)
+            return
+        group = paro if way == "paro" else gloo
+        if coll == "all_reduce":
+            dist.all_reduce(full, group=group)
+        elif coll == "all_gather":
+            dist.all_gather_into_tensor(full, part, group=group)
+        else:
+            dist.reduce_scatter_tensor(part, full, group=group)
+
+    def timed(way: str, coll: str, full: torch.Tensor, part: torch.Tensor) -> float:
+        dist.barrier(group=gloo)
+        start = time.perf_counter()
+        for _ in range(args.iters):
+            call(way, coll, full, part)
+        took = torch.tensor([(time.perf_counter() - start) / args.iters], dtype=torch.float64)
+        dist.all_reduce(took, group=gloo)
+        return took.item() / n * 1e6
+
+    records = []
+    for size in sizes(args.min, args.max, args.factor):
+        count = size // 4 // n * n
+        full, part = torch.ones(count), torch.ones(count // n)
+        for coll in COLLECTIVES:
+            times = {way: [] for way in WAYS}
+            for way in WAYS:
+                call(way, coll, full, part)  # warm-up
+            for _ in range(args.rounds):
+                for way in WAYS:
+                    times[way].append(timed(way, coll, full, part))
+            for way in WAYS:
+                records.append({"coll": coll, "way": way, "bytes": count * 4, "ranks": n,
+                                "time_us": statistics.median(times[way]), "times_us": times[way],
+                                "algo": paro_torch.algorithm_for(coll, count * 4) if way != "gloo" else "gloo"})
+    if rank == 0:
+        with open(out_path, "w") as f:
+            json.dump(records, f)
+    dist.destroy_process_group()
+
+
+def busbw(coll: str, nbytes: int, n: int, time_us: float) -> float:
+    factor = 2 * (n - 1) / n if coll == "all_reduce" else (n - 1) / n
+    return factor * nbytes / time_us / 1e3  # GB/s
+
+
+def paro_bench(bin_dir: str, args) -> dict:
+    """paro-bench's times on the ucx transport with automatic selection: {(coll, bytes): time_us}."""
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for coll in COLLECTIVES:
+            path = os.path.join(tmp, f"{coll}.json")
+            command = [os.path.join(bin_dir, "paro-run"), "-n", str(args.procs), "--",
+                       os.path.join(bin_dir, "paro-bench"), "--backend", "ucx", "--algo", "automatic", "--coll", coll,
+                       "-b", str(args.min), "-e", str(args.max), "-f", str(args.factor), "-n", str(args.iters),
+                       "-w", "1", "--placement", "out", "-c", "0", "--json", path]
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            with open(path) as f:
+                for r in json.load(f):
+                    out[(r["coll"], r["bytes"])] = r["time_us"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument("--min", type=parse_bytes, default=parse_bytes("1M"))
+    parser.add_argument("--max", type=parse_bytes, default=parse_bytes("256M"))
+    parser.add_argument("--factor", type=int, default=4)
+    parser.add_argument("--iters", type=int, default=3, help="calls per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="measurements per way; the median is reported")
+    parser.add_argument("--paro-bench", help="directory with paro-run and paro-bench (built with UCX)")
+    parser.add_argument("--json", help="write the records here")
+    parser.add_argument("--markdown", help="write the table here")
+    args = parser.parse_args()
+    if args.procs < 2 or args.min < 4 * args.procs or args.max < args.min or args.factor < 2 or args.iters < 1 \
+            or args.rounds < 1:
+        parser.error("need --procs >= 2, --min >= 4 x procs bytes, --max >= --min, --factor >= 2, --iters and "
+                     "--rounds >= 1")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "records.json")
+        mp.start_processes(worker, args=(args.procs, f"file://{tmp}/store", args, out), nprocs=args.procs,
+                           join=True, start_method="spawn")
+        with open(out) as f:
+            records = json.load(f)
+    native = paro_bench(args.paro_bench, args) if args.paro_bench else {}
+
+    n = args.procs
+    lines = [f"torch.distributed with {n} local processes, float32 sum, median of {args.rounds} rounds of "
+             f"{args.iters} calls (busbw GB/s; 'direct': the same paro communicator without torch.distributed's "
+             "layer, interleaved with the others)", "",
+             "| collective | size | algorithm | paro | gloo | paro / gloo | direct | torch layer's cost |"
+             + (" paro-bench |" if native else ""),
+             "|---|---:|---|---:|---:|---:|---:|---:|" + ("---:|" if native else "")]
+    by = {(r["coll"], r["way"], r["bytes"]): r for r in records}
+    for coll in COLLECTIVES:
+        for size in sorted({r["bytes"] for r in records}):
+            p, g, d = (by[(coll, way, size)] for way in WAYS)
+            bw = {way: busbw(coll, size, n, r["time_us"]) for way, r in zip(WAYS, (p, g, d))}
+            row = (f"| {coll} | {size / 2**20:g} MiB | {p['algo']} | {bw['paro']:.2f} | {bw['gloo']:.2f} | "
+                   f"{bw['paro'] / bw['gloo']:.2f}x | {bw['direct']:.2f} | {100 * (p['time_us'] / d['time_us'] - 1):+.1f}% |")
+            if native:
+                t = native.get((coll, size))
+                row += f" {busbw(coll, size, n, t):.2f} |" if t else " |"
+            lines.append(row)
+    table = "\n".join(lines)
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"procs": n, "iters": args.iters, "rounds": args.rounds, "records": records,
+                       "paro_bench": [{"coll": c, "bytes": b, "time_us": t} for (c, b), t in native.items()]}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+// paro_torch._C: the one translation unit of the PyTorch package. It binds the "paro" c10d backend
+// (backend.hpp) and SEPARATE's step-wise form (separate.hpp) for the DDP communication hook.
+
+#include <torch/extension.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "separate.hpp"
+
+namespace py = pybind11;
+using paro::torch_backend::Backend;
+
+namespace {
+
+c10::intrusive_ptr<Backend> create_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                           const std::string& algorithms, const std::string& grouping,
+                                           const std::string& transport, const std::vector<std::int64_t>& global_ranks,
+                                           int world_size) {
+  paro::torch_backend::GroupSettings settings{algorithms, grouping, transport, global_ranks, world_size};
+  return c10::make_intrusive<Backend>(store, rank, size, std::move(settings));
+}
+
+// paro-topo's view of a process group: where each rank is, the groups and rails, and what said so.
+py::dict topology_of(Backend& backend) {
+  auto& comm = backend.collectives();
+  const paro::Topology& t = comm.topology();
+  const paro::Groups& g = comm.groups();
+  py::list ranks;
+  for (int r = 0; r < t.size(); ++r) {
+    const auto& p = t.ranks[static_cast<std::size_t>(r)];
+    py::dict d;
+    d["rank"] = r;
+    d["pod"] = p.pod;
+    d["switch"] = p.switch_name;
+    d["node"] = p.node;
+    d["local"] = p.local;
+    d["group"] = g.group_of[static_cast<std::size_t>(r)];
+    ranks.append(d);
+  }
+  py::list levels;
+  for (paro::Level l : t.known_levels) levels.append(paro::name_of(l));
+  py::dict out;
+  out["transport"] = comm.transport_name();
+  out["ranks"] = ranks;
+  out["levels"] = levels;
+  out["grouping"] = comm.grouping().describe();
+  out["groups"] = g.members;
+  out["rails"] = g.rails;
+  out["sources"] = t.sources;
+  return out;
+}
+
+// One collective straight on paro's communicator, blocking; the group must have nothing outstanding that
+// this could overtake (paro runs a group's collectives in issue order either way).
+void direct(Backend& backend, const std::string& collective, at::Tensor& output, const at::Tensor& input) {
+  using namespace paro::torch_backend;
+  for (const at::Tensor& t : {std::cref(output), std::cref(input)}) {
+    check_cpu_dense(t, "direct");
+    TORCH_CHECK_VALUE(t.is_contiguous(), "paro backend direct: contiguous tensors only");
+  }
+  check_same_type(output, input, "direct");
+  Collectives& comm = backend.collectives();
+  const paro::DataType dt = data_type_of(output);
+  const paro::Collective c = translating([&] { return paro::parse_collective(collective); });
+  const std::int64_t n = comm.size();
+  TORCH_CHECK_VALUE(c != paro::Collective::all_gather || output.numel() == n * input.numel(),
+                    "paro backend direct all_gather: the output must hold ", n, " x the input's elements");
+  TORCH_CHECK_VALUE(c != paro::Collective::reduce_scatter || input.numel() == n * output.numel(),
+                    "paro backend direct reduce_scatter: the input must hold ", n, " x the output's elements");
+  paro::Request r;
+  translating([&] {
+    switch (c) {
+      case paro::Collective::all_reduce:
+        r = comm.all_reduce(output.data_ptr(), output.data_ptr(), count_of(output), dt, paro::ReduceOp::sum);
+        break;
+      case paro::Collective::all_gather:
+        r = comm.all_gather(input.data_ptr(), output.data_ptr(), count_of(input), dt);
+        break;
+      case paro::Collective::reduce_scatter:
+        r = comm.reduce_scatter(input.data_ptr(), output.data_ptr(), count_of(output), dt, paro::ReduceOp::sum);
+        break;
+    }
+    r.wait();
+  });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "paro's c10d backend and SEPARATE for PyTorch";
+
+  py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(m, "ParoBackend")
+      .def("topology", &topology_of, "paro-topo's view of this group: ranks, levels, groups, rails, sources")
+      .def(
+          "algorithm_for",
+          [](Backend& b, const std::string& collective, std::size_t bytes) {
+            return b.collectives().algorithm_for(paro::parse_collective(collective), bytes);
+          },
+          py::arg("collective"), py::arg("bytes"),
+          "the algorithm a collective ('all_reduce', 'all_gather', 'reduce_scatter') over a full buffer of this "
+          "many bytes runs")
+      .def("direct", &direct, py::arg("collective"), py::arg("output"), py::arg("input"),
+           py::call_guard<py::gil_scoped_release>(),
+           "runs a collective on the group's paro communicator and waits, without torch.distributed's layer (no "
+           "Work, future or completion thread): what benchmarks compare the backend with. all_reduce: output in "
+           "place (input unused); all_gather / reduce_scatter: input -> output. Dense contiguous tensors of one type");
+
+  m.def("create_backend", &create_backend, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("algorithms"),
+        py::arg("grouping"), py::arg("transport"), py::arg("global_ranks"), py::arg("world_size"),
+        py::call_guard<py::gil_scoped_release>(), "a paro backend for one process group (collective over its ranks)");
+
+  paro::torch_backend::bind_separate(m);
+}

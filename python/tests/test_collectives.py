@@ -1,0 +1,219 @@
+"""Every method of the paro backend against gloo on exactly representable inputs: bitwise equal results for
+every dtype, reduce op, count (0, 1, odd, not divisible, large), in place and out of place, contiguous or
+not, on the world and on subgroups, blocking and with several Works outstanding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from harness import run
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64,
+          torch.uint8]
+OPS = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
+COUNTS = [0, 1, 7, 1000, 65536 + 3]
+
+
+def values(rank: int, count: int, dtype: torch.dtype, op=dist.ReduceOp.SUM, salt: int = 0) -> torch.Tensor:
+    """Inputs whose reductions over up to 4 ranks are exact in every dtype, so any order gives the same bits."""
+    g = torch.Generator().manual_seed(1000 * rank + 7 * count + salt)
+    if op == dist.ReduceOp.PRODUCT:  # magnitudes 1 or 2: products up to 16
+        v = torch.randint(1, 3, (count,), generator=g)
+        if dtype != torch.uint8:
+            v = v * (torch.randint(0, 2, (count,), generator=g) * 2 - 1)
+    else:
+        low = 0 if dtype == torch.uint8 else -30
+        v = torch.randint(low, 31, (count,), generator=g)
+    return v.to(dtype)
+
+
+def same(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{tuple(a.shape)} vs {b.dtype}{tuple(b.shape)}"
+    assert torch.equal(a.view(-1).view(torch.uint8) if a.numel() else a, b.view(-1).view(torch.uint8) if b.numel() else b), \
+        f"{what}: results differ"
+
+
+def check_all(rank: int, n: int, paro, gloo, counts, dtypes=DTYPES) -> None:
+    size = dist.get_world_size(paro)
+    me = dist.get_rank(paro)
+    for dtype in dtypes:
+        for count in counts:
+            tag = f"{dtype} count={count} n={size}"
+            for op in OPS:
+                x = values(me, count, dtype, op)
+                a, b = x.clone(), x.clone()
+                dist.all_reduce(a, op=op, group=paro)
+                dist.all_reduce(b, op=op, group=gloo)
+                same(a, b, f"all_reduce {op} {tag}")
+            x = values(me, count, dtype)
+            # all_gather (a list of outputs) and all_gather_into_tensor
+            outs_a = [torch.empty(count, dtype=dtype) for _ in range(size)]
+            outs_b = [torch.empty(count, dtype=dtype) for _ in range(size)]
+            dist.all_gather(outs_a, x, group=paro)
+            dist.all_gather(outs_b, x, group=gloo)
+            for k in range(size):
+                same(outs_a[k], outs_b[k], f"all_gather block {k} {tag}")
+            flat = torch.empty(size * count, dtype=dtype)
+            dist.all_gather_into_tensor(flat, x, group=paro)
+            same(flat, torch.cat(outs_b), f"all_gather_into_tensor {tag}")
+            # reduce_scatter (a list of inputs) and reduce_scatter_tensor; gloo has only the latter's base form
+            for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+                full = values(me, size * count, dtype, op, salt=1)
+                want = full.clone()
+                dist.all_reduce(want, op=op, group=gloo)
+                want = want[me * count:(me + 1) * count]
+                got = torch.empty(count, dtype=dtype)
+                dist.reduce_scatter(got, list(full.chunk(size) if count else [full] * size), op=op, group=paro)
+                same(got, want, f"reduce_scatter {op} {tag}")
+                got = torch.empty(count, dtype=dtype)
+                dist.reduce_scatter_tensor(got, full, op=op, group=paro)
+                same(got, want, f"reduce_scatter_tensor {op} {tag}")
+            # broadcast from every root
+            for root in range(size):
+                a = values(me, count, dtype, salt=2)
+                b = a.clone()
+                dist.broadcast(a, group_src=root, group=paro)
+                dist.broadcast(b, group_src=root, group=gloo)
+                same(a, b, f"broadcast root {root} {tag}")
+
+
+def body_world(rank: int, n: int) -> None:
+    gloo = dist.new_group(backend="gloo")
+    check_all(rank, n, dist.group.WORLD, gloo, COUNTS)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_every_method_matches_gloo(n):
+    run(n, body_world)
+
+
+def body_subgroups(rank: int, n: int) -> None:
+    # Uneven subgroups: {0, 2} and {1, 3, ...}; each rank checks the one it is in.
+    members = [list(range(0, n, 2)), list(range(1, n, 2))]
+    groups = [(dist.new_group(m, backend="paro"), dist.new_group(m, backend="gloo")) for m in members]
+    paro, gloo = groups[rank % 2]
+    check_all(rank, n, paro, gloo, [0, 5, 1001])
+    dist.barrier()
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_subgroups_match_gloo(n):
+    run(n, body_subgroups)
+
+
+def body_algorithms(rank: int, n: int) -> None:
+    import paro_torch
+
+    gloo = dist.new_group(backend="gloo")
+    for algorithm in ("ring", "tree", "mics_hcs", "paro_seq", "paro_cc"):
+        group = dist.new_group(backend="paro", pg_options=paro_torch.Options(algorithm=algorithm))
+        for collective in ("all_reduce", "all_gather", "reduce_scatter"):
+            assert paro_torch.algorithm_for(collective, 1 << 20, group) == algorithm
+        check_all(rank, n, group, gloo, [0, 7, 1000], [torch.float32, torch.bfloat16, torch.int64])
+
+
+def test_every_algorithm_on_two_nodes_of_two():
+    run(4, body_algorithms, env={"PARO_EMULATE": "nodes=2,ranks=2"})
+
+
+def body_shapes(rank: int, n: int) -> None:
+    gloo = dist.new_group(backend="gloo")
+    paro = dist.group.WORLD
+    # Non-contiguous tensors are staged and written back.
+    x = values(rank, 6 * 5, torch.float32).view(6, 5)
+    a, b = x.t(), x.clone().t()
+    assert not a.is_contiguous()
+    dist.all_reduce(a, group=paro)
+    dist.all_reduce(b, group=gloo)
+    same(a.contiguous(), b.contiguous(), "all_reduce non-contiguous")
+    # all_reduce_coalesced: one buffer for several tensors of one type
+    ts = [values(rank, c, torch.int32, salt=c) for c in (3, 0, 17)]
+    want = [t.clone() for t in ts]
+    for t in want:
+        dist.all_reduce(t, group=gloo)
+    dist.all_reduce_coalesced(ts, group=paro)
+    for t, w in zip(ts, want):
+        same(t, w, "all_reduce_coalesced")
+    # the coalesced tensor forms, through the backend object
+    backend = paro._get_backend(torch.device("cpu"))
+    ins = [values(rank, c, torch.float64, salt=c) for c in (4, 9)]
+    outs = [torch.empty(n * c, dtype=torch.float64) for c in (4, 9)]
+    backend.all_gather_single_coalesced(outs, ins).wait()
+    for i, o in zip(ins, outs):
+        want = torch.empty_like(o)
+        dist.all_gather_into_tensor(want, i, group=gloo)
+        same(o, want, "all_gather_single_coalesced")
+    ins = [values(rank, n * c, torch.float64, salt=c) for c in (4, 9)]
+    outs = [torch.empty(c, dtype=torch.float64) for c in (4, 9)]
+    backend.reduce_scatter_single_coalesced(outs, ins).wait()
+    for i, o, c in zip(ins, outs, (4, 9)):
+        want = i.clone()
+        dist.all_reduce(want, group=gloo)
+        same(o, want[rank * c:(rank + 1) * c], "reduce_scatter_single_coalesced")
+    # AVG, which gloo lacks: exact for values that the rank count divides
+    v = torch.full((5,), float(n * (rank + 1)))
+    dist.all_reduce(v, op=dist.ReduceOp.AVG, group=paro)
+    assert torch.equal(v, torch.full((5,), float(n * (n + 1)) / 2)), v
+    dist.barrier()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_noncontiguous_coalesced_and_avg(n):
+    run(n, body_shapes)
+
+
+def body_async(rank: int, n: int) -> None:
+    gloo = dist.new_group(backend="gloo")
+    inputs = [values(rank, 1000 + 37 * k, torch.float32, salt=k) for k in range(12)]
+    outs = [x.clone() for x in inputs]
+    works = [dist.all_reduce(t, async_op=True) for t in outs]
+    gathered = torch.empty(n * 1000, dtype=torch.float32)
+    works.append(dist.all_gather_into_tensor(gathered, inputs[0], async_op=True))
+    futures = [w.get_future() for w in works]
+    torch.futures.wait_all(futures)
+    for w in works:
+        assert w.is_completed() and w.is_success()
+    for x, out in zip(inputs, outs):
+        want = x.clone()
+        dist.all_reduce(want, group=gloo)
+        same(out, want, "async all_reduce")
+    want = torch.empty_like(gathered)
+    dist.all_gather_into_tensor(want, inputs[0], group=gloo)
+    same(gathered, want, "async all_gather_into_tensor")
+    # A future's callback may wait on another collective of the same group (PowerSGD-style hooks do).
+    t = torch.ones(3)
+
+    def nested(f):
+        inner = torch.ones(3)
+        dist.all_reduce(inner, async_op=True).get_future().wait()
+        return f.value()[0] + inner
+
+    result = dist.all_reduce(t, async_op=True).get_future().then(nested).wait()
+    assert torch.equal(result, torch.full((3,), 2.0 * n)), result
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_outstanding_works_and_nested_futures(n):
+    run(n, body_async)
+
+
+def body_topology(rank: int, n: int) -> None:
+    import paro_torch
+
+    topo = paro_torch.topology()
+    assert [r["rank"] for r in topo["ranks"]] == list(range(n))
+    assert topo["transport"] == "ucx"
+    assert topo["levels"][0] == "node"
+    assert sorted(sum(topo["groups"], [])) == list(range(n))
+    assert paro_torch.algorithm_for("all_reduce", 1 << 20) in ("ring", "tree", "mics_hcs", "paro_seq", "paro_cc")
+    sub = dist.new_group([0, n - 1], backend="paro", pg_options=paro_torch.Options(algorithm="ring", group="2"))
+    if rank in (0, n - 1):
+        assert paro_torch.algorithm_for("all_gather", 1 << 20, sub) == "ring"
+        assert len(paro_torch.topology(sub)["ranks"]) == 2
+    dist.barrier()
+
+
+def test_topology_and_options():
+    run(4, body_topology, env={"PARO_EMULATE": "nodes=2,ranks=2"})

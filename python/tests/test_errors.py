@@ -1,0 +1,76 @@
+"""Errors: bad arguments raise at the call with what is allowed; a paro error on the progress thread
+surfaces from the Work with paro's message; a killed process makes the others raise within the timeout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from harness import exit_codes, run
+
+
+def body_bad_arguments(rank: int, n: int) -> None:
+    with pytest.raises(ValueError, match="reduce op .* allowed: SUM PRODUCT MIN MAX AVG"):
+        dist.all_reduce(torch.ones(3, dtype=torch.int32), op=dist.ReduceOp.BAND)
+    with pytest.raises(TypeError, match="allowed: float32 float64 float16 bfloat16 int8 int32 int64 uint8"):
+        dist.all_reduce(torch.ones(3, dtype=torch.bool))  # (complex tensors reach backends as real views)
+    with pytest.raises(ValueError, match="must hold"):
+        dist.all_gather_into_tensor(torch.empty(n * 4 + 1), torch.ones(4))
+    with pytest.raises(ValueError, match="one per rank"):
+        dist.all_gather([torch.empty(2)] * (n + 1), torch.ones(2))
+    with pytest.raises(TypeError, match="same type"):
+        dist.reduce_scatter_tensor(torch.empty(2, dtype=torch.float64), torch.ones(2 * n))
+    # The group still works after rejected calls: nothing was issued.
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(n)))
+
+
+def test_bad_arguments_raise_at_the_call():
+    run(2, body_bad_arguments)
+
+
+def body_disagreement(rank: int, n: int) -> None:
+    # Under PARO_CHECK=1 the ranks compare each call first: different counts fail on every rank, with
+    # paro's message, from the Work (the check runs on paro's progress thread).
+    t = torch.ones(5 + rank)
+    work = dist.all_reduce(t, async_op=True)
+    with pytest.raises(Exception, match="paro: .*count"):
+        work.wait()
+    assert work.is_completed() and not work.is_success()
+    # The group is unusable afterwards (the ranks are out of step): later calls fail, naming the first error.
+    with pytest.raises(Exception, match="not run"):
+        dist.all_reduce(torch.ones(2))
+
+
+def test_a_paro_error_surfaces_with_its_message():
+    run(2, body_disagreement, env={"PARO_CHECK": "1"})
+
+
+def body_killed(rank: int, n: int, timeout_s: float, report: str) -> None:
+    dist.all_reduce(torch.ones(4))  # everyone is connected
+    if rank == n - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(Exception, match="paro: .*(fail|gone|time)"):
+        for _ in range(100):
+            dist.all_reduce(torch.ones(1 << 16))
+    elapsed = time.monotonic() - start
+    assert elapsed < timeout_s + 5, f"rank {rank} raised only after {elapsed:.1f} s"
+    with open(f"{report}.{rank}", "w") as f:
+        f.write(f"{elapsed:.2f}")
+    os._exit(0)  # skip destroy_process_group: the group is broken
+
+
+def test_killed_process_makes_the_others_raise(tmp_path):
+    timeout_s = 20.0
+    report = str(tmp_path / "raised")
+    codes = exit_codes(3, body_killed, timeout_s, report, env={"PARO_TIMEOUT": str(timeout_s)})
+    assert codes == [0, 0, -signal.SIGKILL], codes
+    for rank in (0, 1):
+        print(f"rank {rank} raised after {open(f'{report}.{rank}').read()} s")

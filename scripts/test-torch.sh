@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds and tests the PyTorch package (python/, docs/pytorch.md) on a fresh machine:
+#   1. the Debian packages paro needs (scripts/install-deps.sh) and a virtual environment with torch, numpy,
+#      pytest and expecttest (torch's own tests import it): $PARO_TORCH_VENV, by default
+#      ~/.cache/paro/venv-torch, made once and reused by every checkout on the machine (PyPI's torch is the
+#      CUDA build, about 3 GB with its nvidia-* wheels; it runs on CPU without a GPU);
+#   2. `pip install --no-build-isolation ./python` (the extension compiles against that torch);
+#   3. pytest python/tests (1-4 local processes: every method against gloo, every algorithm, errors, a killed
+#      process, DDP / SEPARATE hook / FSDP training), a selection of torch's own distributed tests with
+#      BACKEND=paro (python/tests/torch_suite.py; PARO_TORCH_SUITE=full for the whole allow-list), and the
+#      backend under mpirun (python/tests/mpi_smoke.py).
+# PARO_TORCH_TESTS adds pytest arguments (e.g. "-k ddp"). Exit status: 0 when everything passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+venv=${PARO_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/paro/venv-torch}
+
+./scripts/install-deps.sh
+if ! "$venv/bin/python" -c 'import torch, numpy, pytest, pytest_timeout, expecttest' 2>/dev/null; then
+  echo "test-torch: installing torch, numpy, pytest into $venv (once per machine; about 3 GB)"
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --progress-bar off torch numpy pytest pytest-timeout expecttest
+fi
+py="$venv/bin/python"
+"$py" -c 'import torch; print("test-torch: torch", torch.__version__)'
+
+start=$SECONDS
+"$py" -m pip install --quiet --no-build-isolation --no-deps "$root/python"
+echo "test-torch: built paro_torch in $((SECONDS - start)) s"
+
+# From python/tests, so that `import paro_torch` finds the installed package, not the sources beside it.
+cd "$root/python/tests"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# shellcheck disable=SC2086  # PARO_TORCH_TESTS is a list of pytest arguments
+"$py" -m pytest -q --timeout=900 -p no:cacheprovider . ${PARO_TORCH_TESTS:-}
+"$py" torch_suite.py
+mpirun_flags=(--oversubscribe -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS)
+[ "$(id -u)" -ne 0 ] || mpirun_flags+=(--allow-run-as-root)
+mpirun "${mpirun_flags[@]}" -np 3 "$py" mpi_smoke.py
+echo "test-torch: all passed"
