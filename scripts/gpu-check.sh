@@ -75,13 +75,14 @@ bin=$build/bin
 
 step kernels 60 "$bin/paro-cuda-kernels-bench" --json "$out/kernels.json"
 step tests 180 env PARO_TIMEOUT=60 "$bin/paro-tests-gpu" --gtest_output="json:$out/tests.json"
-# The PyTorch backend's tests, on CUDA tensors (scripts/test-torch.sh reads PARO_TORCH_DEVICE).
-if [ ! -x scripts/test-torch.sh ]; then
-  skip torch "scripts/test-torch.sh does not exist"
-elif ! python3 -c 'import torch' 2>/dev/null; then
-  skip torch "python3 cannot import torch"
+# The PyTorch backend on CUDA tensors: the package built with CUDA and its CUDA tests, where the machine has
+# scripts/test-torch.sh's torch environment (it cannot be downloaded from a machine without internet).
+torch_venv=${PARO_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/paro/venv-torch}
+if ! "$torch_venv/bin/python" -c 'import torch' 2>/dev/null; then
+  skip torch "no torch environment at $torch_venv (scripts/test-torch.sh makes it; it needs PyPI)"
 else
-  step torch 120 env PARO_TORCH_DEVICE=cuda PARO_TIMEOUT=60 scripts/test-torch.sh
+  step torch 300 env PARO_TORCH_CUDA=1 PARO_TORCH_STAGES=pytest PARO_TORCH_TESTS="-k cuda" PARO_TIMEOUT=60 \
+    scripts/test-torch.sh
 fi
 
 # The benchmarks need a GPU: the kernels bench's word for it, or nvidia-smi's where that bench left none.

@@ -4,12 +4,14 @@
 #      pytest and expecttest (torch's own tests import it): $PARO_TORCH_VENV, by default
 #      ~/.cache/paro/venv-torch, made once and reused by every checkout on the machine (PyPI's torch is the
 #      CUDA build, about 3 GB with its nvidia-* wheels; it runs on CPU without a GPU);
-#   2. `pip install --no-build-isolation ./python` (the extension compiles against that torch);
+#   2. `pip install --no-build-isolation ./python` (the extension compiles against that torch; where nvcc is
+#      found, with the CUDA path too: PARO_TORCH_CUDA=1, nvcc compiling the same unit, so that it cannot rot);
 #   3. pytest python/tests (1-4 local processes: every method against gloo, every algorithm, errors, a killed
 #      process, DDP / SEPARATE hook / FSDP training), a selection of torch's own distributed tests with
 #      BACKEND=paro (python/tests/torch_suite.py; PARO_TORCH_SUITE=full for the whole allow-list), and the
 #      backend under mpirun (python/tests/mpi_smoke.py).
-# PARO_TORCH_TESTS adds pytest arguments (e.g. "-k ddp"). Exit status: 0 when everything passed.
+# PARO_TORCH_TESTS adds pytest arguments (e.g. "-k ddp"); PARO_TORCH_STAGES picks from "pytest suite mpi"
+# (all three by default); PARO_TORCH_CUDA=0|1 overrides the nvcc rule. Exit status: 0 when everything passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,16 +28,23 @@ py="$venv/bin/python"
 "$py" -c 'import torch; print("test-torch: torch", torch.__version__)'
 
 start=$SECONDS
+PATH="/usr/local/cuda/bin:$PATH"  # the CUDA toolkit's usual place, where it is installed
+export PARO_TORCH_CUDA=${PARO_TORCH_CUDA:-$(command -v nvcc >/dev/null && echo 1 || echo 0)}
 "$py" -m pip install --quiet --no-build-isolation --no-deps "$root/python"
-echo "test-torch: built paro_torch in $((SECONDS - start)) s"
+echo "test-torch: built paro_torch (PARO_TORCH_CUDA=$PARO_TORCH_CUDA) in $((SECONDS - start)) s"
+stages=" ${PARO_TORCH_STAGES:-pytest suite mpi} "
 
 # From python/tests, so that `import paro_torch` finds the installed package, not the sources beside it.
 cd "$root/python/tests"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-# shellcheck disable=SC2086  # PARO_TORCH_TESTS is a list of pytest arguments
-"$py" -m pytest -q --timeout=900 -p no:cacheprovider . ${PARO_TORCH_TESTS:-}
-"$py" torch_suite.py
-mpirun_flags=(--oversubscribe -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS)
-[ "$(id -u)" -ne 0 ] || mpirun_flags+=(--allow-run-as-root)
-mpirun "${mpirun_flags[@]}" -np 3 "$py" mpi_smoke.py
-echo "test-torch: all passed"
+if [[ $stages == *" pytest "* ]]; then
+  # shellcheck disable=SC2086  # PARO_TORCH_TESTS is a list of pytest arguments
+  "$py" -m pytest -q -rs --timeout=900 -p no:cacheprovider . ${PARO_TORCH_TESTS:-}
+fi
+if [[ $stages == *" suite "* ]]; then "$py" torch_suite.py; fi
+if [[ $stages == *" mpi "* ]]; then
+  mpirun_flags=(--oversubscribe -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS)
+  [ "$(id -u)" -ne 0 ] || mpirun_flags+=(--allow-run-as-root)
+  mpirun "${mpirun_flags[@]}" -np 3 "$py" mpi_smoke.py
+fi
+echo "test-torch: all passed ($stages)"

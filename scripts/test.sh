@@ -7,7 +7,9 @@
 #   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory;
 #   4. where nvcc is found: the CUDA targets compiled and linked, the GPU tests run (they skip without a GPU),
 #      scripts/gpu-check.sh's verdicts checked (tests/gpu_check_test.sh);
-#   5. paro-bench built against SimGrid's SMPI and run on 16 simulated ranks (bench/sim/run --tiny).
+#   5. paro-bench built against SimGrid's SMPI and run on 16 simulated ranks (bench/sim/run --tiny);
+#   6. the PyTorch package (scripts/test-torch.sh: torch in a virtual environment made once per machine, the
+#      extension built, its tests against gloo, a selection of torch's own distributed tests, mpirun).
 # Ends with one line "stages: N passed, M failed" over those stages. PARO_JOBS sets build parallelism (2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -109,6 +111,8 @@ fi
 
 # The scale study's build and one tiny simulation, so that the SMPI path cannot rot (bench/sim/run).
 stage "SimGrid SMPI build + 16 simulated ranks" bench/sim/run --tiny --out build-smpi/ci
+
+stage "PyTorch: the paro backend, separate_hook, FSDP (scripts/test-torch.sh)" scripts/test-torch.sh
 
 if ((failed)); then printf 'failed stage: %s\n' "${failures[@]}"; fi
 echo "stages: $passed passed, $failed failed"

@@ -9,6 +9,9 @@ export PARO_GPU_BUILD=$1 PARO_GPU_MPI=OFF PARO_JOBS=${PARO_JOBS:-2}
 unset PARO_GPU_CHECK_FAIL PARO_GPU_CHECK_REQUIRE_GPU
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# The torch step would build the PyTorch package where a torch environment exists: scripts/test-torch.sh
+# builds and tests it in its own stage, so here it is skipped.
+export PARO_TORCH_VENV=$tmp/no-torch
 failed=0
 
 case_() {  # case_ NAME 'PYTHON ASSERTS' [VAR=VALUE...]: gpu-check.sh with the variables; the asserts see the

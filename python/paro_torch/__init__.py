@@ -66,7 +66,8 @@ def _create(dist_opts, backend_options):
     )
 
 
-dist.Backend.register_backend("paro", _create, extended_api=True, devices=["cpu"])
+# CUDA tensors where the extension was built with CUDA (PARO_TORCH_CUDA=1; never run on a GPU yet).
+dist.Backend.register_backend("paro", _create, extended_api=True, devices=["cpu", "cuda"] if _C.with_cuda else ["cpu"])
 
 
 def backend_of(group: dist.ProcessGroup | None = None) -> _C.ParoBackend:

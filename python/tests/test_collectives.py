@@ -35,7 +35,8 @@ def same(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
         f"{what}: results differ"
 
 
-def check_all(rank: int, n: int, paro, gloo, counts, dtypes=DTYPES) -> None:
+def check_all(rank: int, n: int, paro, gloo, counts, dtypes=DTYPES, device: str = "cpu") -> None:
+    """paro's results on `device` against gloo's on the CPU."""
     size = dist.get_world_size(paro)
     me = dist.get_rank(paro)
     for dtype in dtypes:
@@ -43,40 +44,41 @@ def check_all(rank: int, n: int, paro, gloo, counts, dtypes=DTYPES) -> None:
             tag = f"{dtype} count={count} n={size}"
             for op in OPS:
                 x = values(me, count, dtype, op)
-                a, b = x.clone(), x.clone()
+                a, b = x.to(device), x.clone()
                 dist.all_reduce(a, op=op, group=paro)
                 dist.all_reduce(b, op=op, group=gloo)
-                same(a, b, f"all_reduce {op} {tag}")
+                same(a.cpu(), b, f"all_reduce {op} {tag}")
             x = values(me, count, dtype)
             # all_gather (a list of outputs) and all_gather_into_tensor
-            outs_a = [torch.empty(count, dtype=dtype) for _ in range(size)]
+            outs_a = [torch.empty(count, dtype=dtype, device=device) for _ in range(size)]
             outs_b = [torch.empty(count, dtype=dtype) for _ in range(size)]
-            dist.all_gather(outs_a, x, group=paro)
+            dist.all_gather(outs_a, x.to(device), group=paro)
             dist.all_gather(outs_b, x, group=gloo)
             for k in range(size):
-                same(outs_a[k], outs_b[k], f"all_gather block {k} {tag}")
-            flat = torch.empty(size * count, dtype=dtype)
-            dist.all_gather_into_tensor(flat, x, group=paro)
-            same(flat, torch.cat(outs_b), f"all_gather_into_tensor {tag}")
+                same(outs_a[k].cpu(), outs_b[k], f"all_gather block {k} {tag}")
+            flat = torch.empty(size * count, dtype=dtype, device=device)
+            dist.all_gather_into_tensor(flat, x.to(device), group=paro)
+            same(flat.cpu(), torch.cat(outs_b), f"all_gather_into_tensor {tag}")
             # reduce_scatter (a list of inputs) and reduce_scatter_tensor; gloo has only the latter's base form
             for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
                 full = values(me, size * count, dtype, op, salt=1)
                 want = full.clone()
                 dist.all_reduce(want, op=op, group=gloo)
                 want = want[me * count:(me + 1) * count]
-                got = torch.empty(count, dtype=dtype)
+                full = full.to(device)
+                got = torch.empty(count, dtype=dtype, device=device)
                 dist.reduce_scatter(got, list(full.chunk(size) if count else [full] * size), op=op, group=paro)
-                same(got, want, f"reduce_scatter {op} {tag}")
-                got = torch.empty(count, dtype=dtype)
+                same(got.cpu(), want, f"reduce_scatter {op} {tag}")
+                got = torch.empty(count, dtype=dtype, device=device)
                 dist.reduce_scatter_tensor(got, full, op=op, group=paro)
-                same(got, want, f"reduce_scatter_tensor {op} {tag}")
+                same(got.cpu(), want, f"reduce_scatter_tensor {op} {tag}")
             # broadcast from every root
             for root in range(size):
-                a = values(me, count, dtype, salt=2)
-                b = a.clone()
+                b = values(me, count, dtype, salt=2)
+                a = b.to(device)
                 dist.broadcast(a, group_src=root, group=paro)
                 dist.broadcast(b, group_src=root, group=gloo)
-                same(a, b, f"broadcast root {root} {tag}")
+                same(a.cpu(), b, f"broadcast root {root} {tag}")
 
 
 def body_world(rank: int, n: int) -> None:
@@ -217,3 +219,39 @@ def body_topology(rank: int, n: int) -> None:
 
 def test_topology_and_options():
     run(4, body_topology, env={"PARO_EMULATE": "nodes=2,ranks=2"})
+
+
+def cuda_ranks() -> int:
+    """How many ranks can run on CUDA tensors here: one GPU each, in a build with CUDA (PARO_TORCH_CUDA=1)."""
+    import paro_torch
+
+    return torch.cuda.device_count() if paro_torch._C.with_cuda and torch.cuda.is_available() else 0
+
+
+def body_cuda(rank: int, n: int) -> None:
+    torch.cuda.set_device(rank)
+    device = f"cuda:{rank}"
+    gloo = dist.new_group(backend="gloo")
+    check_all(rank, n, dist.group.WORLD, gloo, COUNTS, device=device)
+    # Inputs still being written by the caller's stream, a non-contiguous output staged back on it, and
+    # several Works outstanding.
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x = torch.full((1 << 20,), float(rank + 1), device=device)
+        x.mul_(2)
+        t = values(rank, 6 * 5, torch.float32, salt=3).to(device).view(6, 5).t()
+        works = [dist.all_reduce(x, async_op=True), dist.all_reduce(t, async_op=True)]
+        for w in works:
+            w.wait()
+        got_x, got_t = x.cpu(), t.contiguous().cpu()
+    want_t = values(rank, 6 * 5, torch.float32, salt=3).view(6, 5).t().contiguous()
+    dist.all_reduce(want_t, group=gloo)
+    assert torch.equal(got_x, torch.full((1 << 20,), float(n * (n + 1)))), got_x[:4]
+    same(got_t, want_t, "cuda all_reduce non-contiguous on a side stream")
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_cuda_tensors_match_gloo(n):
+    if cuda_ranks() < n:
+        pytest.skip(f"needs {n} GPU(s) and paro_torch built with PARO_TORCH_CUDA=1; here {cuda_ranks()}")
+    run(n, body_cuda)

@@ -25,6 +25,10 @@ def body_bad_arguments(rank: int, n: int) -> None:
         dist.all_gather([torch.empty(2)] * (n + 1), torch.ones(2))
     with pytest.raises(TypeError, match="same type"):
         dist.reduce_scatter_tensor(torch.empty(2, dtype=torch.float64), torch.ones(2 * n))
+    # A tensor on a device the backend does not serve (a meta tensor, handed to the backend object itself).
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    with pytest.raises(ValueError, match="a tensor on meta; allowed: cpu"):
+        backend.allreduce([torch.ones(3, device="meta")])
     # The group still works after rejected calls: nothing was issued.
     t = torch.ones(4)
     dist.all_reduce(t)

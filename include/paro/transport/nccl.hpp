@@ -2,7 +2,8 @@
 // The nccl backend: a Transport over an NCCL communicator, one GPU per rank, buffers in device memory.
 //
 //   Bootstrap: the ncclUniqueId of rank 0 travels over any host transport (mpi::Transport under mpirun,
-//   threads::Transport for ranks as threads of one process); split(color, key) is ncclCommSplit.
+//   threads::Transport for ranks as threads of one process), or any other way (unique_id() and join(): the
+//   PyTorch backend hands it over torch's store); split(color, key) is ncclCommSplit.
 //   Streams: every communicator (and every split of it) owns a non-blocking CUDA stream; its messages and
 //   its local steps (copy, reduce, divide: paro's kernels) run there.
 //   Threads: one thread drives all communicators of a GPU (NCCL's rule; concurrent_use() is false), so
@@ -163,7 +164,7 @@ class Transport {
     constexpr int tag = tags::nccl_bootstrap;
     ncclUniqueId id{};
     if (host.rank() == 0) {
-      detail::check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      id = unique_id();
       std::vector<typename HostTransport::Request> sends;
       for (int r = 1; r < host.size(); ++r) sends.push_back(host.isend(&id, sizeof id, r, tag));
       host.wait_all(sends);
@@ -171,14 +172,24 @@ class Transport {
       auto request = host.irecv(&id, sizeof id, 0, tag);
       host.wait(request);
     }
+    return join(id, host.rank(), host.size(), device);
+  }
+
+  // What one rank makes and hands to the others out of band (a host transport, a key-value store).
+  static ncclUniqueId unique_id() {
+    ncclUniqueId id{};
+    detail::check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    return id;
+  }
+
+  // Collective over the `size` ranks that were handed the same `id`: this one joins as `rank` with its GPU.
+  static Transport join(const ncclUniqueId& id, int rank, int size, int device) {
     cuda::set_device(device);
     Transport t{cuda::DeviceMemory(device)};
     ncclConfig_t config = detail::nonblocking_config();
-    detail::check(ncclCommInitRankConfig(&t.comm_->comm, host.size(), id, host.rank(), &config),
-                  "ncclCommInitRankConfig");
+    detail::check(ncclCommInitRankConfig(&t.comm_->comm, size, id, rank, &config), "ncclCommInitRankConfig");
     t.guarded([&] {
-      detail::settle(t.comm(), t.timeout_,
-                     paro::detail::concat("ncclCommInitRank (rank ", host.rank(), " of ", host.size(), ")"));
+      detail::settle(t.comm(), t.timeout_, paro::detail::concat("ncclCommInitRank (rank ", rank, " of ", size, ")"));
     });
     t.read_shape();
     return t;

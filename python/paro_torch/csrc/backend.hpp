@@ -1,5 +1,11 @@
 #pragma once
-// The "paro" c10d backend: torch.distributed's collectives on a paro Communicator (CPU tensors).
+// The "paro" c10d backend: torch.distributed's collectives on a paro Communicator.
+//
+// Tensors: CPU tensors run on the group's host communicator (ucx or mpi). In a build with CUDA
+// (PARO_TORCH_WITH_CUDA, setup.py) CUDA tensors run on a second communicator over the nccl transport, made
+// on the group's first CUDA collective (rank 0's ncclUniqueId travels through the group's store), which
+// waits for the work on the caller's current stream before reading its inputs and writes staged results
+// back on that stream. The CUDA path has never run on a GPU.
 //
 // Bootstrap: a process group is handed a c10d Store (torchrun, init_method env:// or tcp://); the ucx
 // transport exchanges its worker addresses through it. Under mpirun (transport "mpi", or "auto" when Open
@@ -17,6 +23,8 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/Stream.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -24,6 +32,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -41,6 +50,13 @@
 #include "paro/transport/ucx.hpp"
 #ifdef PARO_TORCH_WITH_MPI
 #include "paro/transport/mpi.hpp"
+#endif
+#ifdef PARO_TORCH_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "paro/cuda/runtime.hpp"
+#include "paro/transport/nccl.hpp"
 #endif
 
 namespace paro::torch_backend {
@@ -106,18 +122,28 @@ inline ReduceOp reduce_op_of(const c10d::ReduceOp& op) {
   }
 }
 
-// A dense CPU tensor, or a ValueError that says what was given.
-inline void check_cpu_dense(const at::Tensor& t, const char* what) {
+#ifdef PARO_TORCH_WITH_CUDA
+constexpr bool built_with_cuda = true;
+#else
+constexpr bool built_with_cuda = false;
+#endif
+
+// A dense tensor on a device this build handles, or a ValueError that says what was given.
+inline void check_dense(const at::Tensor& t, const char* what) {
   TORCH_CHECK_VALUE(t.defined(), "paro backend ", what, ": an undefined tensor");
   TORCH_CHECK_VALUE(t.layout() == at::kStrided, "paro backend ", what, ": only dense (strided) tensors, not ",
                     t.layout());
-  TORCH_CHECK_VALUE(t.device().is_cpu(), "paro backend ", what, ": a tensor on ", t.device(),
-                    "; this build handles CPU tensors (use the nccl backend for CUDA tensors)");
+  TORCH_CHECK_VALUE(t.device().is_cpu() || (built_with_cuda && t.device().is_cuda()), "paro backend ", what,
+                    ": a tensor on ", t.device(), "; allowed: ",
+                    built_with_cuda ? "cpu, cuda" : "cpu (this build has no CUDA: PARO_TORCH_CUDA=1 at install)");
 }
 
-inline void check_same_type(const at::Tensor& a, const at::Tensor& b, const char* what) {
+// Tensors that one collective moves between: the same type, on the same device.
+inline void check_alike(const at::Tensor& a, const at::Tensor& b, const char* what) {
   TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), "paro backend ", what, ": tensors of types ", a.scalar_type(),
                    " and ", b.scalar_type(), "; all must have the same type");
+  TORCH_CHECK_VALUE(a.device() == b.device(), "paro backend ", what, ": tensors on ", a.device(), " and ", b.device(),
+                    "; all must be on the same device");
 }
 
 inline std::size_t count_of(const at::Tensor& t) { return static_cast<std::size_t>(t.numel()); }
@@ -131,10 +157,15 @@ class Collectives {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* transport_name() const = 0;
-  virtual Request all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) = 0;
-  virtual Request all_gather(const void* send, void* recv, std::size_t count, DataType dt) = 0;
-  virtual Request reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) = 0;
-  virtual Request broadcast(void* buf, std::size_t count, DataType dt, int root) = 0;
+  // `inputs_ready` (may be empty): Options::inputs_ready, what the collective waits for first.
+  virtual Request all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                             std::function<void()> inputs_ready) = 0;
+  virtual Request all_gather(const void* send, void* recv, std::size_t count, DataType dt,
+                             std::function<void()> inputs_ready) = 0;
+  virtual Request reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                                 std::function<void()> inputs_ready) = 0;
+  virtual Request broadcast(void* buf, std::size_t count, DataType dt, int root,
+                            std::function<void()> inputs_ready) = 0;
   virtual const Topology& topology() const = 0;
   virtual const Groups& groups() const = 0;
   virtual const GroupSpec& grouping() const = 0;
@@ -149,17 +180,20 @@ class CollectivesOver final : public Collectives {
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
   const char* transport_name() const override { return Transport::name; }
-  Request all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) override {
-    return comm_.iall_reduce(send, recv, count, dt, op);
+  Request all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                     std::function<void()> inputs_ready) override {
+    return comm_.iall_reduce(send, recv, count, dt, op, with(std::move(inputs_ready)));
   }
-  Request all_gather(const void* send, void* recv, std::size_t count, DataType dt) override {
-    return comm_.iall_gather(send, recv, count, dt);
+  Request all_gather(const void* send, void* recv, std::size_t count, DataType dt,
+                     std::function<void()> inputs_ready) override {
+    return comm_.iall_gather(send, recv, count, dt, with(std::move(inputs_ready)));
   }
-  Request reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) override {
-    return comm_.ireduce_scatter(send, recv, count, dt, op);
+  Request reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                         std::function<void()> inputs_ready) override {
+    return comm_.ireduce_scatter(send, recv, count, dt, op, with(std::move(inputs_ready)));
   }
-  Request broadcast(void* buf, std::size_t count, DataType dt, int root) override {
-    return comm_.ibroadcast(buf, count, dt, root);
+  Request broadcast(void* buf, std::size_t count, DataType dt, int root, std::function<void()> inputs_ready) override {
+    return comm_.ibroadcast(buf, count, dt, root, with(std::move(inputs_ready)));
   }
   const Topology& topology() const override { return comm_.topology(); }
   const Groups& groups() const override { return comm_.groups(); }
@@ -170,6 +204,12 @@ class CollectivesOver final : public Collectives {
 
  private:
   Communicator<Transport> comm_;
+
+  static Options with(std::function<void()> inputs_ready) {
+    Options o;
+    o.inputs_ready = std::move(inputs_ready);
+    return o;
+  }
 };
 
 // How a process group was asked to run (paro_torch.Options, else the environment).
@@ -279,6 +319,33 @@ inline std::unique_ptr<Collectives> connect(const c10::intrusive_ptr<c10d::Store
   if (default_group) world_topology() = comm->topology();
   return comm;
 }
+
+#ifdef PARO_TORCH_WITH_CUDA
+// The group's collectives on CUDA tensors: a communicator over NCCL with the host one's ranks, topology and
+// grouping, this rank on `device`. Collective: rank 0's ncclUniqueId travels through the group's store (a
+// prefix store of its own, so one key per group).
+inline std::unique_ptr<Collectives> connect_device(const c10::intrusive_ptr<c10d::Store>& store,
+                                                   const Collectives& host, const GroupSettings& settings, int device) {
+  const std::string key = "paro-torch/nccl-unique-id";
+  ncclUniqueId id{};
+  if (host.rank() == 0) {
+    id = nccl::Transport::unique_id();
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
+    store->set(key, std::vector<std::uint8_t>(bytes, bytes + sizeof id));
+  } else {
+    const std::vector<std::uint8_t> bytes = C10dStore(store).get(key);
+    TORCH_CHECK(bytes.size() == sizeof id, "paro backend: the store's NCCL id has ", bytes.size(), " bytes, not ",
+                sizeof id);
+    std::memcpy(&id, bytes.data(), sizeof id);
+  }
+  CommunicatorConfig config;
+  config.topology = host.topology();
+  config.group = host.grouping();
+  if (!settings.algorithms.empty()) config.tuning.algorithms = settings.algorithms;
+  return std::make_unique<CollectivesOver<nccl::Transport>>(nccl::Transport::join(id, host.rank(), host.size(), device),
+                                                            std::move(config));
+}
+#endif
 
 // ---------------------------------------------------------------------------------------------------
 
@@ -436,7 +503,10 @@ class Backend : public c10d::Backend {
  public:
   // Collective over the group's ranks (the transport connects them).
   Backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, GroupSettings settings)
-      : c10d::Backend(rank, size), comm_(translating([&] { return connect(store, rank, size, settings); })) {}
+      : c10d::Backend(rank, size),
+        store_(store),
+        settings_(std::move(settings)),
+        comm_(translating([&] { return connect(store, rank, size, settings_); })) {}
 
   const std::string getBackendName() const override { return "paro"; }
   Collectives& collectives() { return *comm_; }
@@ -449,21 +519,26 @@ class Backend : public c10d::Backend {
                       "; one tensor per process, so 0");
     TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "paro backend broadcast: root rank ", opts.rootRank,
                       "; allowed: 0 ..", size_ - 1);
+    Route route = route_for(t);
     Staged s = staged(t);
     Request r = translating([&] {
-      return comm_->broadcast(s.buffer.data_ptr(), count_of(t), data_type_of(t), static_cast<int>(opts.rootRank));
+      return route.comm.broadcast(s.buffer.data_ptr(), count_of(t), data_type_of(t), static_cast<int>(opts.rootRank),
+                                  route.ready());
     });
-    return enqueue(c10d::OpType::BROADCAST, "paro:broadcast", {t}, {{r, s.copy_back}});
+    return enqueue(route, c10d::OpType::BROADCAST, "paro:broadcast", {t}, {{r, s.copy_back}});
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override {
     at::Tensor t = single(tensors, "allreduce");
     const ReduceOp op = reduce_op_of(opts.reduceOp);
+    Route route = route_for(t);
     Staged s = staged(t);
-    Request r = translating(
-        [&] { return comm_->all_reduce(s.buffer.data_ptr(), s.buffer.data_ptr(), count_of(t), data_type_of(t), op); });
-    return enqueue(c10d::OpType::ALLREDUCE, "paro:all_reduce", {t}, {{r, s.copy_back}});
+    Request r = translating([&] {
+      return route.comm.all_reduce(s.buffer.data_ptr(), s.buffer.data_ptr(), count_of(t), data_type_of(t), op,
+                                   route.ready());
+    });
+    return enqueue(route, c10d::OpType::ALLREDUCE, "paro:all_reduce", {t}, {{r, s.copy_back}});
   }
 
   // One all-reduce of the tensors packed into one buffer.
@@ -472,13 +547,16 @@ class Backend : public c10d::Backend {
       const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override {
     TORCH_CHECK_VALUE(!tensors.empty(), "paro backend allreduce_coalesced: no tensors");
     for (const at::Tensor& t : tensors) {
-      check_cpu_dense(t, "allreduce_coalesced");
-      check_same_type(t, tensors.front(), "allreduce_coalesced");
+      check_dense(t, "allreduce_coalesced");
+      check_alike(t, tensors.front(), "allreduce_coalesced");
     }
     const ReduceOp op = reduce_op_of(opts.reduceOp);
+    Route route = route_for(tensors.front());
     at::Tensor flat = flatten(tensors);
-    Request r = translating(
-        [&] { return comm_->all_reduce(flat.data_ptr(), flat.data_ptr(), count_of(flat), data_type_of(flat), op); });
+    Request r = translating([&] {
+      return route.comm.all_reduce(flat.data_ptr(), flat.data_ptr(), count_of(flat), data_type_of(flat), op,
+                                   route.ready());
+    });
     auto unpack = [flat, tensors] {
       std::int64_t offset = 0;
       for (const at::Tensor& t : tensors) {
@@ -486,7 +564,7 @@ class Backend : public c10d::Backend {
         offset += t.numel();
       }
     };
-    return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "paro:all_reduce_coalesced", tensors, {{r, unpack}});
+    return enqueue(route, c10d::OpType::ALLREDUCE_COALESCED, "paro:all_reduce_coalesced", tensors, {{r, unpack}});
   }
 
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -499,26 +577,29 @@ class Backend : public c10d::Backend {
     TORCH_CHECK_VALUE(static_cast<int>(out.size()) == size_, "paro backend allgather: ", out.size(),
                       " output tensors for a group of ", size_, "; one per rank");
     for (const at::Tensor& o : out) {
-      check_cpu_dense(o, "allgather");
-      check_same_type(o, in, "allgather");
+      check_dense(o, "allgather");
+      check_alike(o, in, "allgather");
       TORCH_CHECK_VALUE(o.numel() == in.numel(), "paro backend allgather: an output of ", o.numel(),
                         " elements for an input of ", in.numel(), "; they must be equal");
     }
+    Route route = route_for(in);
     at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
     at::Tensor src = in.contiguous();
-    Request r =
-        translating([&] { return comm_->all_gather(src.data_ptr(), flat.data_ptr(), count_of(in), data_type_of(in)); });
+    Request r = translating([&] {
+      return route.comm.all_gather(src.data_ptr(), flat.data_ptr(), count_of(in), data_type_of(in), route.ready());
+    });
     auto unpack = [flat, out, src, n = in.numel()] {
       for (std::size_t k = 0; k < out.size(); ++k)
         out[k].copy_(flat.narrow(0, static_cast<std::int64_t>(k) * n, n).view_as(out[k]));
     };
-    return enqueue(c10d::OpType::ALLGATHER, "paro:all_gather", out, {{r, unpack}});
+    return enqueue(route, c10d::OpType::ALLGATHER, "paro:all_gather", out, {{r, unpack}});
   }
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& = c10d::AllgatherOptions()) override {
-    std::vector<Step> steps{gather_into(output, input, "all_gather_into_tensor")};
-    return enqueue(c10d::OpType::_ALLGATHER_BASE, "paro:all_gather_into_tensor", {output}, std::move(steps));
+    Route route = route_for(input);
+    std::vector<Step> steps{gather_into(route, output, input, "all_gather_into_tensor")};
+    return enqueue(route, c10d::OpType::_ALLGATHER_BASE, "paro:all_gather_into_tensor", {output}, std::move(steps));
   }
 
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
@@ -526,10 +607,12 @@ class Backend : public c10d::Backend {
       const c10d::AllgatherOptions& = c10d::AllgatherOptions()) override {
     TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "paro backend allgather_into_tensor_coalesced: ", outputs.size(),
                       " outputs for ", inputs.size(), " inputs; one each");
+    TORCH_CHECK_VALUE(!inputs.empty(), "paro backend allgather_into_tensor_coalesced: no tensors");
+    Route route = route_for(inputs.front());
     std::vector<Step> steps;
     for (std::size_t k = 0; k < inputs.size(); ++k)
-      steps.push_back(gather_into(outputs[k], inputs[k], "allgather_into_tensor_coalesced"));
-    return enqueue(c10d::OpType::COALESCED, "paro:all_gather_into_tensor_coalesced", outputs, std::move(steps));
+      steps.push_back(gather_into(route, outputs[k], inputs[k], "allgather_into_tensor_coalesced"));
+    return enqueue(route, c10d::OpType::COALESCED, "paro:all_gather_into_tensor_coalesced", outputs, std::move(steps));
   }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter(
@@ -542,28 +625,31 @@ class Backend : public c10d::Backend {
     TORCH_CHECK_VALUE(static_cast<int>(in.size()) == size_, "paro backend reduce_scatter: ", in.size(),
                       " input tensors for a group of ", size_, "; one per rank");
     for (const at::Tensor& i : in) {
-      check_cpu_dense(i, "reduce_scatter");
-      check_same_type(i, out, "reduce_scatter");
+      check_dense(i, "reduce_scatter");
+      check_alike(i, out, "reduce_scatter");
       TORCH_CHECK_VALUE(i.numel() == out.numel(), "paro backend reduce_scatter: an input of ", i.numel(),
                         " elements for an output of ", out.numel(), "; they must be equal");
     }
     const ReduceOp op = reduce_op_of(opts.reduceOp);
+    Route route = route_for(out);
     at::Tensor flat = flatten(in);
     Staged s = staged(out);
     Request r = translating([&] {
-      return comm_->reduce_scatter(flat.data_ptr(), s.buffer.data_ptr(), count_of(out), data_type_of(out), op);
+      return route.comm.reduce_scatter(flat.data_ptr(), s.buffer.data_ptr(), count_of(out), data_type_of(out), op,
+                                       route.ready());
     });
     auto keep_alive = [flat, copy_back = s.copy_back] {
       if (copy_back) copy_back();
     };
-    return enqueue(c10d::OpType::REDUCE_SCATTER, "paro:reduce_scatter", {out}, {{r, keep_alive}});
+    return enqueue(route, c10d::OpType::REDUCE_SCATTER, "paro:reduce_scatter", {out}, {{r, keep_alive}});
   }
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input,
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override {
-    std::vector<Step> steps{scatter_into(output, input, opts, "reduce_scatter_tensor")};
-    return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "paro:reduce_scatter_tensor", {output}, std::move(steps));
+    Route route = route_for(input);
+    std::vector<Step> steps{scatter_into(route, output, input, opts, "reduce_scatter_tensor")};
+    return enqueue(route, c10d::OpType::_REDUCE_SCATTER_BASE, "paro:reduce_scatter_tensor", {output}, std::move(steps));
   }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
@@ -571,22 +657,58 @@ class Backend : public c10d::Backend {
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override {
     TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "paro backend reduce_scatter_tensor_coalesced: ", outputs.size(),
                       " outputs for ", inputs.size(), " inputs; one each");
+    TORCH_CHECK_VALUE(!inputs.empty(), "paro backend reduce_scatter_tensor_coalesced: no tensors");
+    Route route = route_for(inputs.front());
     std::vector<Step> steps;
     for (std::size_t k = 0; k < inputs.size(); ++k)
-      steps.push_back(scatter_into(outputs[k], inputs[k], opts, "reduce_scatter_tensor_coalesced"));
-    return enqueue(c10d::OpType::COALESCED, "paro:reduce_scatter_tensor_coalesced", outputs, std::move(steps));
+      steps.push_back(scatter_into(route, outputs[k], inputs[k], opts, "reduce_scatter_tensor_coalesced"));
+    return enqueue(route, c10d::OpType::COALESCED, "paro:reduce_scatter_tensor_coalesced", outputs, std::move(steps));
   }
 
   // An all-reduce of one byte: it completes on a rank only once every rank has contributed.
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& = c10d::BarrierOptions()) override {
     at::Tensor token = at::zeros({1}, at::kByte);
+    Route route = route_for(token);
     Request r = translating(
-        [&] { return comm_->all_reduce(token.data_ptr(), token.data_ptr(), 1, DataType::u8, ReduceOp::max); });
-    return enqueue(c10d::OpType::BARRIER, "paro:barrier", {}, {{r, [token] {}}});
+        [&] { return route.comm.all_reduce(token.data_ptr(), token.data_ptr(), 1, DataType::u8, ReduceOp::max, {}); });
+    return enqueue(route, c10d::OpType::BARRIER, "paro:barrier", {}, {{r, [token] {}}});
   }
 
  private:
   using Step = Completer::Step;
+
+  // Where a collective on a tensor runs: the host communicator for CPU tensors; for CUDA tensors the device
+  // one, after the work on the caller's current stream, its results staged back on that stream.
+  struct Route {
+    Collectives& comm;
+    std::optional<c10::Stream> stream;
+    // Options::inputs_ready for what the caller's stream has been given so far (staging copies included).
+    std::function<void()> ready() const {
+#ifdef PARO_TORCH_WITH_CUDA
+      if (stream) {
+        c10::cuda::CUDAGuard guard(stream->device());
+        return cuda::after_stream(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream).stream());
+      }
+#endif
+      return {};
+    }
+  };
+
+  Route route_for(const at::Tensor& t) {
+    if (!t.device().is_cuda()) return {*comm_, std::nullopt};
+#ifdef PARO_TORCH_WITH_CUDA
+    c10::cuda::CUDAGuard guard(t.device());
+    if (!device_comm_) {
+      device_comm_ = translating([&] { return connect_device(store_, *comm_, settings_, t.device().index()); });
+      device_ = t.device();
+    }
+    TORCH_CHECK_VALUE(t.device() == device_, "paro backend: a tensor on ", t.device(), " in a group whose CUDA ",
+                      "collectives run on ", device_, "; NCCL takes one GPU per rank and group");
+    return {*device_comm_, c10::Stream(c10::cuda::getCurrentCUDAStream(t.device().index()))};
+#else
+    TORCH_CHECK_VALUE(false, "paro backend: a tensor on ", t.device(), "; this build has no CUDA");
+#endif
+  }
   // A contiguous buffer for t: t itself, or a copy written back into t after the collective.
   struct Staged {
     at::Tensor buffer;
@@ -595,7 +717,7 @@ class Backend : public c10d::Backend {
 
   at::Tensor single(std::vector<at::Tensor>& tensors, const char* what) const {
     TORCH_CHECK_VALUE(tensors.size() == 1, "paro backend ", what, ": ", tensors.size(), " tensors; one per process");
-    check_cpu_dense(tensors.front(), what);
+    check_dense(tensors.front(), what);
     data_type_of(tensors.front());
     return tensors.front();
   }
@@ -612,25 +734,28 @@ class Backend : public c10d::Backend {
     return at::cat(flat);
   }
 
-  Step gather_into(at::Tensor& output, at::Tensor& input, const char* what) {
-    check_cpu_dense(output, what);
-    check_cpu_dense(input, what);
-    check_same_type(output, input, what);
+  Step gather_into(const Route& route, at::Tensor& output, at::Tensor& input, const char* what) {
+    check_dense(output, what);
+    check_dense(input, what);
+    check_alike(output, input, what);
     data_type_of(input);
     TORCH_CHECK_VALUE(output.numel() == size_ * input.numel(), "paro backend ", what, ": output of ", output.numel(),
                       " elements for an input of ", input.numel(), " in a group of ", size_, "; it must hold ",
                       size_ * input.numel());
     at::Tensor src = input.contiguous();
     Staged s = staged(output);
-    Request r = translating(
-        [&] { return comm_->all_gather(src.data_ptr(), s.buffer.data_ptr(), count_of(input), data_type_of(input)); });
+    Request r = translating([&] {
+      return route.comm.all_gather(src.data_ptr(), s.buffer.data_ptr(), count_of(input), data_type_of(input),
+                                   route.ready());
+    });
     return {r, [src, copy_back = s.copy_back] { copy_back(); }};
   }
 
-  Step scatter_into(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts, const char* what) {
-    check_cpu_dense(output, what);
-    check_cpu_dense(input, what);
-    check_same_type(output, input, what);
+  Step scatter_into(const Route& route, at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts,
+                    const char* what) {
+    check_dense(output, what);
+    check_dense(input, what);
+    check_alike(output, input, what);
     data_type_of(input);
     TORCH_CHECK_VALUE(input.numel() == size_ * output.numel(), "paro backend ", what, ": input of ", input.numel(),
                       " elements for an output of ", output.numel(), " in a group of ", size_, "; it must hold ",
@@ -639,20 +764,32 @@ class Backend : public c10d::Backend {
     at::Tensor src = input.contiguous();
     Staged s = staged(output);
     Request r = translating([&] {
-      return comm_->reduce_scatter(src.data_ptr(), s.buffer.data_ptr(), count_of(output), data_type_of(output), op);
+      return route.comm.reduce_scatter(src.data_ptr(), s.buffer.data_ptr(), count_of(output), data_type_of(output), op,
+                                       route.ready());
     });
     return {r, [src, copy_back = s.copy_back] { copy_back(); }};
   }
 
-  c10::intrusive_ptr<Work> enqueue(c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
-                                   std::vector<Step> steps) {
+  c10::intrusive_ptr<Work> enqueue(const Route& route, c10d::OpType type, const char* title,
+                                   std::vector<at::Tensor> outputs, std::vector<Step> steps) {
+    if (route.stream)
+      for (Step& s : steps)
+        if (s.after)
+          s.after = [stream = *route.stream, after = std::move(s.after)] {
+            c10::StreamGuard guard(stream);
+            after();
+          };
     auto work = c10::make_intrusive<Work>(rank_, type, title, std::move(outputs));
     completer_.add(work, std::move(steps));
     ++sequence_;
     return work;
   }
 
+  c10::intrusive_ptr<c10d::Store> store_;
+  GroupSettings settings_;
   std::unique_ptr<Collectives> comm_;
+  std::unique_ptr<Collectives> device_comm_;  // CUDA tensors; made on the first
+  c10::Device device_{c10::kCPU};             // device_comm_'s GPU
   std::atomic<std::uint64_t> sequence_{0};
   // Last: destroyed first, so that it completes the Works issued while the communicator still exists.
   Completer completer_;

@@ -58,10 +58,10 @@ py::dict topology_of(Backend& backend) {
 void direct(Backend& backend, const std::string& collective, at::Tensor& output, const at::Tensor& input) {
   using namespace paro::torch_backend;
   for (const at::Tensor& t : {std::cref(output), std::cref(input)}) {
-    check_cpu_dense(t, "direct");
-    TORCH_CHECK_VALUE(t.is_contiguous(), "paro backend direct: contiguous tensors only");
+    check_dense(t, "direct");
+    TORCH_CHECK_VALUE(t.is_contiguous() && t.device().is_cpu(), "paro backend direct: contiguous CPU tensors only");
   }
-  check_same_type(output, input, "direct");
+  check_alike(output, input, "direct");
   Collectives& comm = backend.collectives();
   const paro::DataType dt = data_type_of(output);
   const paro::Collective c = translating([&] { return paro::parse_collective(collective); });
@@ -74,13 +74,13 @@ void direct(Backend& backend, const std::string& collective, at::Tensor& output,
   translating([&] {
     switch (c) {
       case paro::Collective::all_reduce:
-        r = comm.all_reduce(output.data_ptr(), output.data_ptr(), count_of(output), dt, paro::ReduceOp::sum);
+        r = comm.all_reduce(output.data_ptr(), output.data_ptr(), count_of(output), dt, paro::ReduceOp::sum, {});
         break;
       case paro::Collective::all_gather:
-        r = comm.all_gather(input.data_ptr(), output.data_ptr(), count_of(input), dt);
+        r = comm.all_gather(input.data_ptr(), output.data_ptr(), count_of(input), dt, {});
         break;
       case paro::Collective::reduce_scatter:
-        r = comm.reduce_scatter(input.data_ptr(), output.data_ptr(), count_of(output), dt, paro::ReduceOp::sum);
+        r = comm.reduce_scatter(input.data_ptr(), output.data_ptr(), count_of(output), dt, paro::ReduceOp::sum, {});
         break;
     }
     r.wait();
@@ -91,6 +91,7 @@ void direct(Backend& backend, const std::string& collective, at::Tensor& output,
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "paro's c10d backend and SEPARATE for PyTorch";
+  m.attr("with_cuda") = paro::torch_backend::built_with_cuda;  // CUDA tensors (setup.py's PARO_TORCH_CUDA=1)
 
   py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(m, "ParoBackend")
       .def("topology", &topology_of, "paro-topo's view of this group: ranks, levels, groups, rails, sources")
