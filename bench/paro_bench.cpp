@@ -678,6 +678,7 @@ int main(int argc, char** argv) {
 
   try {
     reject_host_only_options(s);
+    paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor);  // -b -e -f checked before any rank starts
     const paro::testing::LaunchOptions o = launch_options(s, &argc, &argv);
     return paro::testing::launch_tool(o, s.json_path, [&](auto& comm, nlohmann::json& records) {
       return run_or_calibrate(comm, s, records) == 0 ? 0 : 1;  // 1: wrong elements

@@ -210,7 +210,8 @@ TEST(Links, CostFileRoundTripAndErrors) {
   EXPECT_CONTAINS(error_of("{\"speed\": 1}"),
                   "PARO_COST_FILE 'c.json': speed: unknown field; allowed: intra inter nic");
   EXPECT_CONTAINS(error_of("{\"nic\": \"both\"}"), "nic: nic='both' is not one of: shared per_rank");
-  EXPECT_CONTAINS(error_of("{\"intra\": {\"gbps\": -1}}"), "intra.gbps: expected a non-negative number");
+  EXPECT_CONTAINS(error_of("{\"intra\": {\"gbps\": -1}}"), "intra.gbps: expected a number in [0, 1e9]");
+  EXPECT_CONTAINS(error_of("{\"inter\": {\"latency_us\": 1e400}}"), "PARO_COST_FILE 'c.json': syntax:");
   EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"fast\": []}}}"),
                   "corrections.all_reduce.fast: unknown algorithm");
   EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[0, 1]]}}}"),

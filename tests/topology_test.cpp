@@ -208,6 +208,19 @@ TEST(TopologyFileSource, BadFilesNameTheFileAndField) {
   EXPECT_ERROR_CONTAINS(TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "ranks": ["b"]})", "f"),
                         "ranks[0]: host 'b' is not in \"hosts\"");
   EXPECT_ERROR_CONTAINS(TopologyFile::parse_text(R"({"hosts": [], "extra": 1})", "f"), "extra: unknown field");
+  // Numbers out of range: beyond double's (1e400), zero or negative bandwidth, a level that is not an object.
+  EXPECT_ERROR_CONTAINS(
+      TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "links": {"node": {"gbps": 1e400}}})", "big.json"),
+      "PARO_TOPO_FILE 'big.json': not readable JSON (");
+  EXPECT_ERROR_CONTAINS(TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "links": {"node": {"gbps": 0}}})", "f"),
+                        "links.node.gbps: expected Gbit/s in (0, 1e9]; leave the field out");
+  EXPECT_ERROR_CONTAINS(TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "links": {"pod": {"gbps": -2}}})", "f"),
+                        "links.pod.gbps: expected Gbit/s in (0, 1e9]");
+  EXPECT_ERROR_CONTAINS(
+      TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "links": {"node": {"latency_us": "1"}}})", "f"),
+      "links.node.latency_us: expected microseconds in [0, 1e9]");
+  EXPECT_ERROR_CONTAINS(TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "links": {"node": 5}})", "f"),
+                        "links.node: expected {\"gbps\": .., \"latency_us\": ..}");
   EXPECT_ERROR_CONTAINS(TopologyFile::load("/nonexistent/topo.json"), "cannot open");
   const TopologyFile file = TopologyFile::parse_text(good_file, "t.json");
   EXPECT_ERROR_CONTAINS(resolve(std::vector<LocalFacts>(4, facts("a")), &file),

@@ -60,14 +60,15 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax, and numbers beyond double's range (1e400)
     fail("syntax", e.what());
   }
   if (!doc.is_object()) fail("top level", "expected an object (as written by paro-bench --calibrate)");
   LinkModel m;
   auto number = [&](const json& obj, const char* key, const std::string& where, double& out) {
     if (!obj.contains(key)) return;
-    if (!obj[key].is_number() || obj[key].get<double>() < 0) fail(where + key, "expected a non-negative number");
+    if (!obj[key].is_number() || !(obj[key].get<double>() >= 0 && obj[key].get<double>() <= 1e9))
+      fail(where + key, "expected a number in [0, 1e9]");
     out = obj[key].get<double>();
   };
   for (auto& [key, value] : doc.items()) {

@@ -18,14 +18,17 @@ namespace paro::testing {
 
 // Sizes from min_bytes to max_bytes, each `factor` times the last (nccl-tests' -b -e -f), rounded down to
 // a multiple of unit (whole elements on every rank); a size the rounding repeats is listed once, and a
-// factor <= 1 gives min_bytes alone.
+// factor of 1 gives min_bytes alone. Throws UsageError for min_bytes > max_bytes or a factor below 1 (or NaN).
 inline std::vector<std::size_t> size_sweep(std::size_t min_bytes, std::size_t max_bytes, double factor,
                                            std::size_t unit = 1) {
+  detail::require(min_bytes <= max_bytes, "sizes: the smallest (-b, ", min_bytes,
+                  " bytes) is larger than the largest (-e, ", max_bytes, " bytes)");
+  detail::require(factor >= 1, "sizes: the factor (-f) is ", factor, "; allowed: >= 1 (1: the smallest size alone)");
   std::vector<std::size_t> out;
   for (double b = static_cast<double>(min_bytes); b <= static_cast<double>(max_bytes); b *= factor) {
     const std::size_t rounded = static_cast<std::size_t>(b) / unit * unit;
     if (out.empty() || out.back() != rounded) out.push_back(rounded);
-    if (factor <= 1) break;
+    if (factor == 1) break;
   }
   return out;
 }

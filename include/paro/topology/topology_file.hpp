@@ -76,6 +76,8 @@ struct TopologyFile {
       }
       throw UsageError(detail::concat("PARO_TOPO_FILE '", path, "': line ", line, ", column ", column,
                                       ": not valid JSON (", e.what(), ")"));
+    } catch (const json::exception& e) {  // a number beyond double's range (1e400), invalid UTF-8, ...
+      throw UsageError(detail::concat("PARO_TOPO_FILE '", path, "': not readable JSON (", e.what(), ")"));
     }
     TopologyFile f;
     f.path = path;
@@ -128,16 +130,17 @@ struct TopologyFile {
         for (Level l : all_levels)
           if (key == name_of(l)) level = l;
         if (!level) fail("links." + key, "unknown level; allowed: node switch pod");
+        if (!value.is_object()) fail("links." + key, "expected {\"gbps\": .., \"latency_us\": ..}");
         LinkSpec spec;
         for (auto& [field, number] : value.items()) {
-          if (!number.is_number() || number.get<double>() < 0)
-            fail("links." + key + "." + field, "expected a non-negative number");
-          if (field == "gbps")
-            spec.gbps = number.get<double>();
-          else if (field == "latency_us")
-            spec.latency_us = number.get<double>();
-          else
-            fail("links." + key + "." + field, "unknown field; allowed: gbps latency_us");
+          const std::string where = "links." + key + "." + field;
+          if (field != "gbps" && field != "latency_us") fail(where, "unknown field; allowed: gbps latency_us");
+          const double v = number.is_number() ? number.get<double>() : -1;
+          // An unknown link is a missing field (the cost model then says which preset it uses), never a 0.
+          if (field == "gbps" && !(v > 0 && v <= 1e9))
+            fail(where, "expected Gbit/s in (0, 1e9]; leave the field out where the bandwidth is unknown");
+          if (field == "latency_us" && !(v >= 0 && v <= 1e9)) fail(where, "expected microseconds in [0, 1e9]");
+          (field == "gbps" ? spec.gbps : spec.latency_us) = v;
         }
         f.links[*level] = spec;
       }
