@@ -100,8 +100,8 @@ bool prints_summary() { return world().transport.rank() == 0; }
 const char* const program = "paro-tests-conformance";
 // One cluster on thread ranks: the cases rank 0 ran, and every rank's failures.
 ClusterResult on_cluster(const paro::testing::RandomCluster& c, std::uint64_t seed, int per_cluster) {
-  auto per_rank = paro::testing::run_on_thread_ranks(
-      c.ranks, config_for(c), [&](auto& comm) { return run_cluster(comm, seed, per_cluster); });
+  auto per_rank = paro::testing::run_on_thread_ranks(c.ranks, config_for(c),
+                                                     [&](auto& comm) { return run_cluster(comm, seed, per_cluster); });
   ClusterResult all;
   all.cases = per_rank.front().cases;
   for (auto& r : per_rank) all.failures.insert(all.failures.end(), r.failures.begin(), r.failures.end());
@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (;;) {
-    const bool more = s.soak_seconds > 0 ? seconds() < s.soak_seconds
-                                         : (s.clusters > 0 ? clusters < s.clusters : cases < s.cases);
+    const bool more =
+        s.soak_seconds > 0 ? seconds() < s.soak_seconds : (s.clusters > 0 ? clusters < s.clusters : cases < s.cases);
     if (!more) break;
     const std::uint64_t seed = s.seed + static_cast<std::uint64_t>(clusters);
     const paro::testing::RandomCluster c = paro::testing::random_cluster(seed, ranks);
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
   }
   if (prints_summary() || wrong_clusters)
     std::printf("%s: %ld cases on %ld random clusters (seeds %llu..%llu) in %.1f s: %s\n", program, cases, clusters,
-              static_cast<unsigned long long>(s.seed), static_cast<unsigned long long>(s.seed + clusters - 1),
+                static_cast<unsigned long long>(s.seed), static_cast<unsigned long long>(s.seed + clusters - 1),
                 seconds(), wrong_clusters ? "WRONG" : "all right");
   return wrong_clusters ? 1 : 0;
 }

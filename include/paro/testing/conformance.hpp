@@ -56,8 +56,8 @@ inline RandomCluster random_cluster(std::uint64_t seed, int ranks = 0) {
   if (node_count != total_nodes) pods = switches = 1;
   RandomCluster c;
   c.ranks = want;
-  c.emulate = detail::concat("pods=", pods, ",switches=", switches, ",nodes=", node_count / (pods * switches),
-                             ",ranks=");
+  c.emulate =
+      detail::concat("pods=", pods, ",switches=", switches, ",nodes=", node_count / (pods * switches), ",ranks=");
   if (even) {
     c.emulate += std::to_string(counts[0]);
   } else {
