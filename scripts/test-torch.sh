@@ -47,4 +47,4 @@ if [[ $stages == *" mpi "* ]]; then
   [ "$(id -u)" -ne 0 ] || mpirun_flags+=(--allow-run-as-root)
   mpirun "${mpirun_flags[@]}" -np 3 "$py" mpi_smoke.py
 fi
-echo "test-torch: all passed ($stages)"
+echo "test-torch: done, every stage passed (stages:${stages% })"

@@ -2,7 +2,7 @@
 """Plots the PyTorch benchmarks' JSON (matplotlib; Debian's python3-matplotlib, outside the torch venv).
 
     plot.py bench torch-bench.json -o torch-busbw.png     # bench_torch.py: busbw per collective and way
-    plot.py train separate-train.json -o separate.png     # separate_hook_train.py: loss curves per run
+    plot.py train a.json [b.json ...] -o separate.png     # separate_hook_train.py: loss curves, a panel per file
 """
 
 import argparse
@@ -41,21 +41,26 @@ def plot_bench(data: dict, out: str) -> None:
     fig.savefig(out, dpi=110)
 
 
-def plot_train(data: dict, out: str) -> None:
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    window = max(1, data["steps"] // 30)
-    for name, run in data["runs"].items():
-        losses = run["losses"]
-        smooth = [sum(losses[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1))
-                  for i in range(len(losses))]
-        ratio = run["dense_bytes_per_step"] / run["wire_bytes_per_step"]
-        ax.plot(smooth, label=f"{name} ({ratio:.1f}x fewer bytes)" if run["ratio"] else name)
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel(f"training loss (mean of {window} steps)")
-    ax.set_title(data.get("title", "separate_hook"))
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+def plot_train(runs: list, out: str) -> None:
+    """One panel per separate_hook_train.py JSON (an optimizer, or G-SEPARATE), its runs' loss curves."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(6.5 * len(runs), 4.5), squeeze=False)
+    for ax, data in zip(axes[0], runs):
+        window = max(1, data["steps"] // 30)
+        cap = 4 * max(run["losses"][0] for run in data["runs"].values())  # a diverging run leaves the plot
+        for name, run in data["runs"].items():
+            losses = run["losses"]
+            smooth = [sum(losses[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1))
+                      for i in range(len(losses))]
+            gone = next((i for i, v in enumerate(smooth) if not v < cap), None)  # NaN compares false
+            ratio = run["dense_bytes_per_step"] / run["wire_bytes_per_step"]
+            label = f"{name} ({ratio:.1f}x fewer bytes)" if run["ratio"] else name
+            ax.plot(smooth[:gone], label=label + (f", diverged at step {gone}" if gone is not None else ""))
+        ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.set_ylabel(f"training loss (mean of {window} steps)")
+        ax.set_title(data.get("title", "separate_hook"), fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
@@ -63,12 +68,17 @@ def plot_train(data: dict, out: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=["bench", "train"])
-    parser.add_argument("json")
+    parser.add_argument("json", nargs="+", help="bench: one file; train: one panel per file")
     parser.add_argument("-o", "--out", required=True)
     args = parser.parse_args()
-    with open(args.json) as f:
-        data = json.load(f)
-    (plot_bench if args.kind == "bench" else plot_train)(data, args.out)
+    data = []
+    for path in args.json:
+        with open(path) as f:
+            data.append(json.load(f))
+    if args.kind == "bench":
+        plot_bench(data[0], args.out)
+    else:
+        plot_train(data, args.out)
 
 
 if __name__ == "__main__":

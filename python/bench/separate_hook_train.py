@@ -58,7 +58,12 @@ def worker(rank: int, n: int, init: str, args, out_path: str) -> None:
             state = paro_torch.SeparateState(net, ratio=ratio, min_elements=4096, reset_every=args.reset_every,
                                              adaptive=args.adaptive)
             net.register_comm_hook(state, paro_torch.separate_hook)
-        opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
+        # Adam by default, as paro-train: SEPARATE's estimate is unbiased but noisy at high ratios, and SGD
+        # with momentum at the uncompressed run's learning rate can diverge there (docs/pytorch.md).
+        if args.optimizer == "adam":
+            opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+        else:
+            opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
         g = torch.Generator().manual_seed(1234)  # the same batches for every run; each rank its own slice
         losses = []
         for step in range(args.steps):
@@ -73,7 +78,8 @@ def worker(rank: int, n: int, init: str, args, out_path: str) -> None:
         with torch.no_grad():
             accuracy = (net(x_test).argmax(1) == y_test).float().mean().item()
         dense = sum(p.numel() * 4 for p in net.parameters())
-        runs["uncompressed" if not ratio else f"separate ratio {ratio}"] = {
+        name = f"{'G-SEPARATE' if args.adaptive else 'SEPARATE'} ratio {ratio}" if ratio else "uncompressed"
+        runs[name] = {
             "ratio": ratio, "losses": losses, "accuracy": accuracy,
             "wire_bytes_per_step": state.wire_bytes / args.steps if state else dense,
             "dense_bytes_per_step": dense,
@@ -81,7 +87,7 @@ def worker(rank: int, n: int, init: str, args, out_path: str) -> None:
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump({"procs": n, "steps": args.steps, "backend": args.backend, "runs": runs,
-                   "title": f"separate_hook: MLP on sklearn digits, {n} processes on {args.backend}"}, f)
+                   "title": f"separate_hook: MLP on sklearn digits, {n} processes on {args.backend}, {args.optimizer}"}, f)
     dist.destroy_process_group()
 
 
@@ -90,13 +96,16 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=4)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--optimizer", choices=["adam", "sgd"], default="adam", help="sgd: momentum 0.9")
+    parser.add_argument("--lr", type=float, help="learning rate (default: adam 1e-3, sgd 0.05)")
     parser.add_argument("--ratios", type=int, nargs="+", default=[16, 32])
     parser.add_argument("--reset-every", type=int, default=0)
     parser.add_argument("--adaptive", action="store_true", help="G-SEPARATE")
     parser.add_argument("--backend", default="paro", help="DDP's process group: paro or gloo")
     parser.add_argument("--json", help="write the loss curves and results here")
     args = parser.parse_args()
+    if args.lr is None:
+        args.lr = 1e-3 if args.optimizer == "adam" else 0.05
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "runs.json")
         mp.start_processes(worker, args=(args.procs, f"file://{tmp}/store", args, out), nprocs=args.procs,
@@ -106,7 +115,7 @@ def main() -> None:
     tail = max(1, args.steps // 10)
     base = sum(result["runs"]["uncompressed"]["losses"][-tail:]) / tail
     print(f"separate_hook on sklearn digits, MLP 64-512-512-10, {args.procs} processes on {args.backend}, "
-          f"{args.steps} steps (final loss: mean of the last {tail})\n")
+          f"{args.steps} steps, {args.optimizer} lr {args.lr:g}, batch {args.batch} per process (final loss: mean of the last {tail})\n")
     print("| run | final loss | vs uncompressed | test accuracy | wire bytes/step | dense bytes/step | ratio |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, r in result["runs"].items():
