@@ -29,7 +29,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from spawn import run_workers
 
 COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter"]
 WAYS = ["paro", "gloo", "direct"]
@@ -141,12 +142,7 @@ def main() -> None:
         parser.error("need --procs >= 2, --min >= 4 x procs bytes, --max >= --min, --factor >= 2, --iters and "
                      "--rounds >= 1")
 
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "records.json")
-        mp.start_processes(worker, args=(args.procs, f"file://{tmp}/store", args, out), nprocs=args.procs,
-                           join=True, start_method="spawn")
-        with open(out) as f:
-            records = json.load(f)
+    records = run_workers(worker, args.procs, args)
     native = paro_bench(args.paro_bench, args) if args.paro_bench else {}
 
     n = args.procs

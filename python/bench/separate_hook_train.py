@@ -14,13 +14,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from spawn import run_workers
 
 
 def digits():
@@ -106,12 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.lr is None:
         args.lr = 1e-3 if args.optimizer == "adam" else 0.05
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "runs.json")
-        mp.start_processes(worker, args=(args.procs, f"file://{tmp}/store", args, out), nprocs=args.procs,
-                           join=True, start_method="spawn")
-        with open(out) as f:
-            result = json.load(f)
+    result = run_workers(worker, args.procs, args)
     tail = max(1, args.steps // 10)
     base = sum(result["runs"]["uncompressed"]["losses"][-tail:]) / tail
     print(f"separate_hook on sklearn digits, MLP 64-512-512-10, {args.procs} processes on {args.backend}, "
