@@ -130,7 +130,7 @@ class SeparateState:
                     index = len(self._index)
                     digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
                     seed = (self.seed ^ int.from_bytes(digest, "little")) % (1 << 64)
-                    self._compressors.add(index, list(param.shape), str(param.dtype).removeprefix("torch."), seed)
+                    self._compressors.add(index, list(param.shape), param.dtype, seed)
                     if name in self._pending:
                         self._compressors.load(index, self._pending.pop(name))
                     self._index[name] = index
@@ -199,7 +199,8 @@ def separate_hook(state: SeparateState, bucket: dist.GradBucket) -> torch.future
             adaptation.set_exception(e)
             raise
         # These parameters' steps are complete; the adapting ones' complete in _finish_iteration.
-        traffic.add(*compressors.traffic([i for i in indices if i not in set(adapting)]))
+        pending = set(adapting)
+        traffic.add(*compressors.traffic([i for i in indices if i not in pending]))
         adaptation.set_result((adapting, cosines))
         return buffer
 

@@ -48,6 +48,7 @@
 #include "paro/bootstrap/bootstrap.hpp"
 #include "paro/collectives.hpp"
 #include "paro/transport/ucx.hpp"
+#include "types.hpp"
 #ifdef PARO_TORCH_WITH_MPI
 #include "paro/transport/mpi.hpp"
 #endif
@@ -94,19 +95,10 @@ auto translating(F&& f) -> decltype(f()) {
 // Tensors and options: torch's names to paro's, with the allowed values in every error.
 
 inline DataType data_type_of(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return DataType::f32;
-    case at::kDouble: return DataType::f64;
-    case at::kHalf: return DataType::f16;
-    case at::kBFloat16: return DataType::bf16;
-    case at::kChar: return DataType::i8;
-    case at::kInt: return DataType::i32;
-    case at::kLong: return DataType::i64;
-    case at::kByte: return DataType::u8;
-    default:
-      TORCH_CHECK_TYPE(false, "paro backend: tensors of type ", t.scalar_type(),
-                       " are not supported; allowed: float32 float64 float16 bfloat16 int8 int32 int64 uint8");
-  }
+  const std::optional<DataType> dt = paro_type_of(t.scalar_type());
+  TORCH_CHECK_TYPE(dt, "paro backend: tensors of type ", t.scalar_type(),
+                   " are not supported; allowed: float32 float64 float16 bfloat16 int8 int32 int64 uint8");
+  return *dt;
 }
 
 inline ReduceOp reduce_op_of(const c10d::ReduceOp& op) {
@@ -571,17 +563,7 @@ class Backend : public c10d::Backend {
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& = c10d::AllgatherOptions()) override {
     at::Tensor in = single(inputs, "allgather");
-    TORCH_CHECK_VALUE(outputs.size() == 1, "paro backend allgather: ", outputs.size(),
-                      " output lists; one per process");
-    std::vector<at::Tensor>& out = outputs.front();
-    TORCH_CHECK_VALUE(static_cast<int>(out.size()) == size_, "paro backend allgather: ", out.size(),
-                      " output tensors for a group of ", size_, "; one per rank");
-    for (const at::Tensor& o : out) {
-      check_dense(o, "allgather");
-      check_alike(o, in, "allgather");
-      TORCH_CHECK_VALUE(o.numel() == in.numel(), "paro backend allgather: an output of ", o.numel(),
-                        " elements for an input of ", in.numel(), "; they must be equal");
-    }
+    std::vector<at::Tensor>& out = per_rank(outputs, in, "allgather", "output", "input");
     Route route = route_for(in);
     at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
     at::Tensor src = in.contiguous();
@@ -619,17 +601,7 @@ class Backend : public c10d::Backend {
       std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override {
     at::Tensor out = single(outputs, "reduce_scatter");
-    TORCH_CHECK_VALUE(inputs.size() == 1, "paro backend reduce_scatter: ", inputs.size(),
-                      " input lists; one per process");
-    std::vector<at::Tensor>& in = inputs.front();
-    TORCH_CHECK_VALUE(static_cast<int>(in.size()) == size_, "paro backend reduce_scatter: ", in.size(),
-                      " input tensors for a group of ", size_, "; one per rank");
-    for (const at::Tensor& i : in) {
-      check_dense(i, "reduce_scatter");
-      check_alike(i, out, "reduce_scatter");
-      TORCH_CHECK_VALUE(i.numel() == out.numel(), "paro backend reduce_scatter: an input of ", i.numel(),
-                        " elements for an output of ", out.numel(), "; they must be equal");
-    }
+    std::vector<at::Tensor>& in = per_rank(inputs, out, "reduce_scatter", "input", "output");
     const ReduceOp op = reduce_op_of(opts.reduceOp);
     Route route = route_for(out);
     at::Tensor flat = flatten(in);
@@ -720,6 +692,24 @@ class Backend : public c10d::Backend {
     check_dense(tensors.front(), what);
     data_type_of(tensors.front());
     return tensors.front();
+  }
+
+  // The one list of a list form (allgather's outputs, reduce_scatter's inputs): a tensor per rank, each of
+  // `single`'s type, device and length.
+  std::vector<at::Tensor>& per_rank(std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& single,
+                                    const char* what, const char* role, const char* single_role) const {
+    TORCH_CHECK_VALUE(lists.size() == 1, "paro backend ", what, ": ", lists.size(), " ", role,
+                      " lists; one per process");
+    std::vector<at::Tensor>& list = lists.front();
+    TORCH_CHECK_VALUE(static_cast<int>(list.size()) == size_, "paro backend ", what, ": ", list.size(), " ", role,
+                      " tensors for a group of ", size_, "; one per rank");
+    for (const at::Tensor& t : list) {
+      check_dense(t, what);
+      check_alike(t, single, what);
+      TORCH_CHECK_VALUE(t.numel() == single.numel(), "paro backend ", what, ": an ", role, " of ", t.numel(),
+                        " elements for an ", single_role, " of ", single.numel(), "; they must be equal");
+    }
+    return list;
   }
 
   static Staged staged(const at::Tensor& t) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "paro/compression/separate.hpp"
+#include "types.hpp"
 
 namespace py = pybind11;
 
@@ -29,7 +30,10 @@ class SeparateParameters {
 
   // Registers a parameter's gradient as tensor `index` (the next free one): the first dimension is the
   // rows, the rest the columns (a vector is one row). Its projections come from its own seed.
-  void add(std::size_t index, const std::vector<std::int64_t>& shape, const std::string& type, std::uint64_t seed) {
+  void add(std::size_t index, const std::vector<std::int64_t>& shape, at::ScalarType type, std::uint64_t seed) {
+    const std::optional<DataType> dt = paro_type_of(type);
+    TORCH_CHECK_TYPE(dt == DataType::f32 || dt == DataType::f16 || dt == DataType::bf16, "SEPARATE: gradients of type ",
+                     type, "; allowed: float32 float16 bfloat16");
     std::size_t rows = 1, cols = 1;
     if (!shape.empty()) rows = static_cast<std::size_t>(shape.front());
     for (std::size_t d = 1; d < shape.size(); ++d) cols *= static_cast<std::size_t>(shape[d]);
@@ -37,7 +41,7 @@ class SeparateParameters {
     compression::SeparateOptions o = options_;
     o.seed = seed;
     auto separate = std::make_unique<compression::Separate>(o);
-    separate->add("parameter " + std::to_string(index), rows, cols, data_type_named(type));
+    separate->add("parameter " + std::to_string(index), rows, cols, *dt);
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK_VALUE(index == compressors_.size(), "SEPARATE: parameter index ", index, " registered out of order (",
                       compressors_.size(), " so far)");
@@ -131,22 +135,6 @@ class SeparateParameters {
     compression::Separate::Gradient gradient;
   };
 
-  static DataType data_type_named(const std::string& t) {
-    if (t == "float32") return DataType::f32;
-    if (t == "float16") return DataType::f16;
-    if (t == "bfloat16") return DataType::bf16;
-    TORCH_CHECK_TYPE(false, "SEPARATE: gradients of type ", t, "; allowed: float32 float16 bfloat16");
-  }
-
-  static std::optional<DataType> data_type_of(at::ScalarType t) {
-    switch (t) {
-      case at::kFloat: return DataType::f32;
-      case at::kHalf: return DataType::f16;
-      case at::kBFloat16: return DataType::bf16;
-      default: return std::nullopt;
-    }
-  }
-
   static void check_wire(const at::Tensor& wire, std::size_t floats) {
     TORCH_CHECK_VALUE(wire.scalar_type() == at::kFloat && wire.is_contiguous() && wire.device().is_cpu() &&
                           static_cast<std::size_t>(wire.numel()) == floats,
@@ -171,7 +159,7 @@ class SeparateParameters {
       compression::Separate& s = compressor(indices[k]);
       const compression::Separate::Tensor& t = s.tensor(0);
       for (const at::Tensor* x : {&grads[k], &outs[k]}) {
-        TORCH_CHECK_VALUE(x->device().is_cpu() && x->is_contiguous() && data_type_of(x->scalar_type()) == t.dtype &&
+        TORCH_CHECK_VALUE(x->device().is_cpu() && x->is_contiguous() && paro_type_of(x->scalar_type()) == t.dtype &&
                               static_cast<std::size_t>(x->numel()) == t.rows * t.cols,
                           "SEPARATE: ", t.name, " is registered as ", t.rows, " x ", t.cols, " ", name_of(t.dtype),
                           "; got a ", x->scalar_type(), " tensor of ", x->numel(),
