@@ -263,6 +263,10 @@ class Transport {
     for (auto& r : requests) wait(r);
     requests.clear();
   }
+  template <class I = Inner, class = decltype(std::declval<I&>().abandon(std::declval<const std::string&>()))>
+  void abandon(const std::string& why) {
+    inner_.abandon(why);
+  }
 
   // Collective. The new communicator learns its members' world ranks by passing them around a ring.
   Transport split(int color, int key) {

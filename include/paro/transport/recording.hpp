@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -126,6 +127,10 @@ class Transport {
   void wait_all(std::vector<Request>& requests) {
     for (auto& r : requests) wait(r);
     requests.clear();
+  }
+  template <class I = Inner, class = decltype(std::declval<I&>().abandon(std::declval<const std::string&>()))>
+  void abandon(const std::string& why) {
+    inner_.abandon(why);
   }
 
   // Posts everything recorded as one group (nccl: ncclGroupStart, the sends and receives, ncclGroupEnd).

@@ -261,6 +261,12 @@ class BasicTransport : public Memory {
     requests.clear();
   }
 
+  // A decorator's check failed (transport.hpp): the world stops as on a failed wait.
+  void abandon(const std::string& why) {
+    group_->world->abort(world_rank(), paro::detail::concat("rank ", world_rank(), ": ", why));
+    withdraw_outstanding();
+  }
+
   // Collective over this communicator. A negative color means "no new communicator" (an empty one).
   BasicTransport split(int color, int key) {
     detail::Group& g = *group_;

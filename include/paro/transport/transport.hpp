@@ -26,6 +26,10 @@
 // Optional: void issue() where isend/irecv only record (a stepwise transport issues them at a wait):
 // starts what is recorded. A schedule calls issue_posted(t) before it works on another communicator
 // while its messages are in flight (the ring's hooks), so that they progress meanwhile.
+// Optional: void abandon(const std::string& why) where a backend must be told before an error that is not
+// its own leaves a wait (a decorator's check failed): it gives up this communicator's outstanding messages
+// so that no peer later writes into buffers the unwinding frees, and tells its peers (threads: stops the
+// world with `why`). Decorators forward it; abandon_posted(t, why) calls it where t has it.
 // Optional: void bind_thread() where the backend's calls depend on per-thread state (CUDA's current device):
 // a Communicator's progress thread calls it before running any collective.
 // With has_native_collectives, also native_all_reduce / native_all_gather / native_reduce_scatter taking
@@ -38,6 +42,7 @@
 // transport_check.hpp checks at run time that a backend behaves as described here.
 
 #include <cstddef>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -161,6 +166,8 @@ template <class T>
 using bind_thread = decltype(self<T>().bind_thread());
 template <class T>
 using issue = decltype(self<T>().issue());
+template <class T>
+using abandon = decltype(self<T>().abandon(std::declval<const std::string&>()));
 }  // namespace detail::transport_concept
 
 template <class T>
@@ -170,6 +177,15 @@ inline constexpr bool has_bind_thread_v = detail::transport_concept::has<detail:
 template <class T>
 void issue_posted(T& t) {
   if constexpr (detail::transport_concept::has<detail::transport_concept::issue, T>) t.issue();
+}
+
+template <class T>
+inline constexpr bool has_abandon_v = detail::transport_concept::has<detail::transport_concept::abandon, T>;
+
+// Gives up t's outstanding messages before an error of the caller's own leaves (see abandon() above).
+template <class T>
+void abandon_posted(T& t, const std::string& why) {
+  if constexpr (has_abandon_v<T>) t.abandon(why);
 }
 
 // Whether T's buffers live in host memory (its scratch is a HostBuffer): host control data then needs
