@@ -150,7 +150,10 @@ TEST_P(InjectedFault, BecomesAnErrorOnEveryRankWithinTheTimeout) {
       // message arrives in their place, else as a timeout.
       case FaultKind::drop:
       case FaultKind::duplicate: EXPECT_NE(o.error, "") << "the fault went unnoticed"; break;
-      case FaultKind::fail: EXPECT_CONTAINS(o.error, "timed out after 2 s"); break;
+      case FaultKind::fail:
+        EXPECT_CONTAINS(o.error, "timed out after 2 s");
+        EXPECT_CONTAINS(o.error, "; during ");  // what was waiting (TimeoutSaysWhatWaitedOnWhom)
+        break;
     }
   }
 }
@@ -171,6 +174,19 @@ TEST(InjectedFault, CorruptionWithoutChecksumsIsSilent) {
     wrong += o.wrong;
   }
   EXPECT_GE(wrong, 1) << "the corrupted byte changed no result";
+}
+
+// The first line of a hung job's log names the collective, the level, the phase and step, and the world
+// ranks of the waiting rank and of its peer.
+TEST(InjectedFault, TimeoutSaysWhatWaitedOnWhom) {
+  const auto outcomes = run_with_fault(FaultKind::fail, Collective::all_reduce, Algorithm::mics_hcs, bare_wire);
+  for (const Outcome& o : outcomes) {
+    EXPECT_CONTAINS(o.error, "timed out after 2 s waiting for a message from rank ");
+    EXPECT_CONTAINS(o.error, "; during all_reduce mics_hcs global count=1000 int32 sum, the ");
+    EXPECT_CONTAINS(o.error, " step ");
+    EXPECT_CONTAINS(o.error, "(world rank ");
+    EXPECT_CONTAINS(o.error, "on tag 82 (ring)");
+  }
 }
 
 // Both decorators keep the transport's contract when no fault is armed.

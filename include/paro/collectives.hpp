@@ -44,6 +44,7 @@
 #include "paro/communicator/scopes.hpp"
 #include "paro/communicator/tuning.hpp"
 #include "paro/communicator/validation.hpp"
+#include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/error.hpp"
 #include "paro/core/log.hpp"
@@ -114,7 +115,14 @@ class Communicator {
   // Returns once every rank of the scope has called it (after this rank's earlier collectives completed).
   void barrier(Scope s = Scope::global) {
     Transport& t = scoped("barrier", s);
-    engine_.run_now([&t] { control::barrier(t); }, [] { return std::string("barrier"); });
+    engine_.run_now(
+        [&t, s] {
+          activity::CollectiveScope doing(&s, [](const void* scope) {
+            return std::string("barrier ") + paro::name_of(*static_cast<const Scope*>(scope));
+          });
+          control::barrier(t);
+        },
+        [] { return std::string("barrier"); });
   }
 
   // Whether a call of c may request algorithm a here: registered, with a schedule for c, and (native) on a
@@ -372,6 +380,7 @@ class Communicator {
 
   // On the thread that runs the collective: agreement (PARO_CHECK), then the schedule.
   void execute(const Job& j) {
+    activity::CollectiveScope doing(&j, [](const void* job) { return static_cast<const Job*>(job)->describe(); });
     Transport& t = transport(j.scope);
     const algorithms::Call& call = j.call;
     if (j.inputs_ready) j.inputs_ready();
@@ -388,6 +397,8 @@ class Communicator {
   }
 
   void execute(const BroadcastJob& j) {
+    activity::CollectiveScope doing(&j,
+                                    [](const void* job) { return static_cast<const BroadcastJob*>(job)->describe(); });
     Transport& t = transport(j.scope);
     if (j.inputs_ready) j.inputs_ready();
     check_agreement(t, broadcast_signature, j.scope, Algorithm::automatic, j.count, j.dt, j.root);

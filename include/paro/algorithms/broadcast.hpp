@@ -18,6 +18,7 @@
 
 #include "paro/algorithms/layout.hpp"
 #include "paro/algorithms/ring.hpp"
+#include "paro/core/activity.hpp"
 #include "paro/core/tags.hpp"
 
 namespace paro::algorithms {
@@ -85,6 +86,7 @@ void chain_broadcast(T& t, void* buf, std::size_t bytes, int root, const RingPar
 
 template <class T>
 void broadcast(T& t, void* buf, std::size_t bytes, int root, const RingParams& params) {
+  activity::PhaseScope phase("broadcast");
   if (t.size() == 1 || bytes == 0) return;
   if (broadcast_chains(t.size(), bytes, params.chunk_bytes))
     chain_broadcast(t, buf, bytes, root, params);

@@ -14,6 +14,7 @@
 
 #include "paro/algorithms/layout.hpp"
 #include "paro/algorithms/ring.hpp"
+#include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
 #include "paro/core/tags.hpp"
@@ -31,6 +32,7 @@ template <class T, class Layout, class AfterBlock = NoHook>
 void direct_all_gather(T& t, void* buf, const Layout& layout, DataType dt, AfterBlock&& after_block = {}) {
   const int n = t.size(), r = t.rank();
   if (n == 1) return after_block(0);
+  activity::PhaseScope phase("direct all-gather");
   const std::size_t esize = size_of(dt);
   char* data = static_cast<char*>(buf);
   auto block = [&](int b) { return data + layout.offset(b) * esize; };
@@ -60,6 +62,7 @@ void direct_all_gather(T& t, void* buf, const Layout& layout, DataType dt, After
 template <class T, class Layout, class BeforeBlock = NoHook>
 void direct_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, DataType dt, ReduceOp op,
                            BeforeBlock&& before_block = {}) {
+  activity::PhaseScope phase("direct reduce-scatter");
   const int n = t.size(), r = t.rank();
   const std::size_t esize = size_of(dt), mine = layout.count(r), bytes = mine * esize;
   const char* input = static_cast<const char*>(in);

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "paro/core/activity.hpp"
 #include "paro/core/error.hpp"
 
 namespace paro::algorithms {
@@ -156,6 +157,7 @@ void run_lanes(bool concurrent, std::vector<Progress*> links, Lanes&&... lanes) 
     std::mutex done_mutex;
     std::condition_variable done_cv;
     std::size_t running = 0;
+    const activity::Collective caller = activity::current().collective;  // for the lanes' errors
     auto launch = [&](auto& lane) {
       const std::size_t i = index++;
       if (i + 1 == count) return guarded(i, lane);
@@ -164,7 +166,10 @@ void run_lanes(bool concurrent, std::vector<Progress*> links, Lanes&&... lanes) 
         ++running;
       }
       LaneWorkers::instance().start([&, i] {
-        guarded(i, lane);
+        {
+          activity::CollectiveScope scope(caller);
+          guarded(i, lane);
+        }
         std::lock_guard<std::mutex> lock(done_mutex);
         if (--running == 0) done_cv.notify_all();
       });

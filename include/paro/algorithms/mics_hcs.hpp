@@ -11,6 +11,7 @@
 #include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/ring.hpp"
+#include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
 
@@ -26,7 +27,11 @@ void mics_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
   auto temp = h.comm.allocate(temp_layout.total() * esize);
   h.comm.copy(temp.data() + temp_layout.offset(h.my_unit) * esize, buf + rail.offset(h.my_unit) * esize,
               rail.count(h.my_unit) * esize);
-  ring_all_gather(h.rail, temp.data(), temp_layout, dt, ring);
+  {
+    activity::LevelScope level("the rail", g);
+    ring_all_gather(h.rail, temp.data(), temp_layout, dt, ring);
+  }
+  activity::LevelScope level("the unit", h.unit_size());
   for (int u = 0; u < g; ++u)  // the rearrangement copy
     h.comm.copy(buf + rail.offset(u) * esize, temp.data() + temp_layout.offset(u) * esize, rail.count(u) * esize);
   for (int u = 0; u < g; ++u) ring_all_gather(h.unit->comm, buf, hd::unit_blocks(h, blocks, u), dt, ring);
@@ -49,11 +54,13 @@ void mics_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
     h.comm.copy(staged.data() + arranged.offset(b) * esize, in + order.offset(b) * esize, order.count(b) * esize);
   const BlockList partials = hd::packed(hd::rail_blocks(h, blocks));
   auto partial = h.comm.allocate(partials.total() * esize);
+  activity::LevelScope unit_level("the unit", m);
   for (int u = 0; u < g; ++u) {
     BlockList unit;
     for (int k = 0; k < m; ++k) unit.add(arranged.offset(u * m + k), arranged.count(u * m + k));
     ring_reduce_scatter(h.unit->comm, staged.data(), partial.data() + partials.offset(u) * esize, unit, dt, op, ring);
   }
+  activity::LevelScope rail_level("the rail", g);
   ring_reduce_scatter(h.rail, partial.data(), out, partials, dt, op, ring);
 }
 
@@ -68,10 +75,17 @@ void mics_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
   const ReduceOp partial_op = op == ReduceOp::avg ? ReduceOp::sum : op;
   const BlockList pieces = BlockList::from(BlockLayout::balanced(m, count));
   auto temp = h.comm.allocate(pieces.count(j) * esize);
-  ring_reduce_scatter(h.unit->comm, in, temp.data(), pieces, dt, partial_op, ring);
-  ring_all_reduce(h.rail, temp.data(), temp.data(), pieces.count(j), dt, partial_op, ring);
+  {
+    activity::LevelScope level("the unit", m);
+    ring_reduce_scatter(h.unit->comm, in, temp.data(), pieces, dt, partial_op, ring);
+  }
+  {
+    activity::LevelScope level("the rail", h.unit_count());
+    ring_all_reduce(h.rail, temp.data(), temp.data(), pieces.count(j), dt, partial_op, ring);
+  }
   if (op == ReduceOp::avg) h.comm.divide(temp.data(), pieces.count(j), dt, h.comm.size());
   h.comm.copy(out + pieces.offset(j) * esize, temp.data(), pieces.count(j) * esize);
+  activity::LevelScope level("the unit", m);
   ring_all_gather(h.unit->comm, out, pieces, dt, ring);
 }
 

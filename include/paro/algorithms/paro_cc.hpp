@@ -30,6 +30,7 @@
 #include "paro/algorithms/lanes.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/algorithms/ring.hpp"
+#include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/log.hpp"
 #include "paro/core/reduce_op.hpp"
@@ -84,9 +85,11 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
   auto shard = [&](const BlockList& piece, int u) {
+    activity::LevelScope level("the unit", h.unit_size());
     paro_all_gather(*h.unit, buf, hd::unit_blocks(h, piece, u), dt, below);
   };
   auto rail = [&](const BlockList& piece, auto&& after_block) {
+    activity::LevelScope level("the rail", g);
     level_all_gather(h.rail, buf, hd::rail_blocks(h, piece), dt, p.ring, p.direct_max_bytes, after_block);
   };
   if (!p.overlap) {
@@ -132,12 +135,14 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
   // unit u's); my unit produces them in that order, piece by piece.
   auto shard = [&](std::size_t k, std::size_t pieces, int u) {
     const BlockList piece = hd::piece_of(blocks, k, pieces), target = hd::piece_of(partials, k, pieces);
+    activity::LevelScope level("the unit", h.unit_size());
     paro_reduce_scatter(*h.unit, in, hd::unit_blocks(h, piece, u), partial + target.offset(u) * esize, dt, op, below);
   };
   auto rail = [&](std::size_t k, std::size_t pieces, auto&& before_block) {
     const BlockList target = hd::piece_of(partials, k, pieces);
     const std::size_t at =
         BlockLayout::balanced(static_cast<int>(pieces), partials.count(mine)).offset(static_cast<int>(k));
+    activity::LevelScope level("the rail", g);
     level_reduce_scatter(h.rail, partial, out + at * esize, target, dt, op, p.ring, p.direct_max_bytes, before_block);
   };
   if (!p.overlap) {
@@ -189,16 +194,21 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
   };
   const HierarchicalParams below = hd::inner(p);
   auto reduce_scatter = [&](std::size_t k) {
+    activity::LevelScope level("the unit", m);
     const BlockList list = pieces(k);
     paro_reduce_scatter(*h.unit, in, list, out + list.offset(j) * esize, dt, partial_op, below);
   };
   auto combine = [&](std::size_t k) {  // the rail all-reduce of my piece
     const BlockList list = pieces(k);
     char* piece = out + list.offset(j) * esize;
+    activity::LevelScope level("the rail", h.unit_count());
     level_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op, p.ring, p.direct_max_bytes);
     if (op == ReduceOp::avg) h.comm.divide(piece, list.count(j), dt, h.comm.size());
   };
-  auto all_gather = [&](std::size_t k) { paro_all_gather(*h.unit_copy, out, pieces(k), dt, below); };
+  auto all_gather = [&](std::size_t k) {
+    activity::LevelScope level("the unit", m);
+    paro_all_gather(*h.unit_copy, out, pieces(k), dt, below);
+  };
   if (!p.overlap) {
     reduce_scatter(0);
     control::barrier(h.comm);

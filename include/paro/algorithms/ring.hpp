@@ -15,6 +15,7 @@
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/layout.hpp"
+#include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/log.hpp"
 #include "paro/core/reduce_op.hpp"
@@ -95,8 +96,10 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, 
   };
   for (std::size_t item = 0; item < window; ++item) post_recv(item);
 
+  activity::PhaseScope phase("ring reduce-scatter", static_cast<std::size_t>(n - 1));
   const std::size_t last_step_start = items - plan.chunks;
   for (std::size_t item = 0; item < items; ++item) {
+    phase.step(item / plan.chunks + 1);
     const int block = recv_block(item);
     if (item % plan.chunks == 0) run_hook(t, before_block, block);
     t.wait(recvs[item % window]);
@@ -152,8 +155,10 @@ void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const R
   };
   for (std::size_t item = 0; item < window; ++item) post_recv(item);
   run_hook(t, after_block, r);
+  activity::PhaseScope phase("ring all-gather", static_cast<std::size_t>(n - 1));
   const std::size_t last_step_start = items - plan.chunks;
   for (std::size_t item = 0; item < items; ++item) {
+    phase.step(item / plan.chunks + 1);
     t.wait(recvs[item % window]);
     if (item < last_step_start) send(region(recv_block(item), item % plan.chunks));
     if (item + window < items) post_recv(item + window);

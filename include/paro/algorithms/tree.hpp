@@ -19,6 +19,7 @@
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/layout.hpp"
+#include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
 #include "paro/core/tags.hpp"
@@ -91,6 +92,7 @@ void double_up(T& t, const Fold& fold, int v, Begin begin, char* buf, DataType d
 // Rabenseifner all-reduce; `out` may equal `in`.
 template <class T>
 void tree_all_reduce(T& t, const void* in, void* out, std::size_t count, DataType dt, ReduceOp op) {
+  activity::PhaseScope phase("tree all-reduce");
   const int n = t.size(), r = t.rank();
   const std::size_t esize = size_of(dt), bytes = count * esize;
   const char* input = static_cast<const char*>(in);
@@ -133,6 +135,7 @@ void tree_all_reduce(T& t, const void* in, void* out, std::size_t count, DataTyp
 // (which may be its own block of `in`).
 template <class T>
 void tree_reduce_scatter(T& t, const void* in, void* out, std::size_t count, DataType dt, ReduceOp op) {
+  activity::PhaseScope phase("tree reduce-scatter");
   const int n = t.size(), r = t.rank();
   const std::size_t esize = size_of(dt), block = count * esize, bytes = block * static_cast<std::size_t>(n);
   const char* input = static_cast<const char*>(in);

@@ -14,4 +14,19 @@ constexpr int nccl_bootstrap = 0x1dcc;  // transport/nccl.hpp: the unique id ove
 constexpr int bench_trace = 0x7ace;     // paro-bench --trace: events to rank 0
 constexpr int paced_setup = 0x7e57;     // transport/paced.hpp: placing ranks on the emulated links
 
+// " (ring)" for a tag above, for error messages; "" for another.
+inline const char* describe(int tag) {
+  switch (tag) {
+    case broadcast: return " (broadcast)";
+    case control: return " (control: barrier or all-gather)";
+    case direct: return " (direct exchange)";
+    case ring: return " (ring)";
+    case tree: return " (tree)";
+    case nccl_bootstrap: return " (nccl bootstrap)";
+    case bench_trace: return " (benchmark trace)";
+    case paced_setup: return " (link emulation set-up)";
+    default: return "";
+  }
+}
+
 }  // namespace paro::tags

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "paro/core/activity.hpp"
 #include "paro/core/error.hpp"
 #include "paro/transport/transport.hpp"
 
@@ -190,7 +191,8 @@ class Transport {
   }
 
   // The inner transport gives up its outstanding messages first, so that the unwinding can free buffers.
-  [[noreturn]] void fail(const std::string& why) {
+  [[noreturn]] void fail(const std::string& what) {
+    const std::string why = what + activity::describe();
     abandon_posted(inner_, why);
     throw BackendError(why);
   }

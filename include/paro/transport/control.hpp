@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/memory.hpp"
 #include "paro/core/tags.hpp"
@@ -19,6 +20,7 @@ namespace paro::control {
 // a rank passes the blocks r .. r+k-1 (mod n) it has to rank r-k; a wrapped range travels as two messages.
 template <class T>
 void bruck_all_gather(T& t, void* buf, std::size_t count, DataType dt) {
+  activity::PhaseScope phase("control all-gather");
   const int n = t.size(), r = t.rank();
   const std::size_t block = count * size_of(dt);
   char* data = static_cast<char*>(buf);
@@ -56,6 +58,7 @@ void bruck_all_gather_host(T& t, void* rows, std::size_t count, DataType dt) {
 // Dissemination barrier: ceil(log2 n) rounds of empty messages.
 template <class T>
 void barrier(T& t) {
+  activity::PhaseScope phase("barrier");
   const int n = t.size(), r = t.rank();
   for (int k = 1; k < n; k *= 2) {
     auto q = t.irecv(nullptr, 0, (r - k + n) % n, tags::control);

@@ -14,8 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "paro/core/activity.hpp"
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
+#include "paro/core/tags.hpp"
 #include "paro/transport/transport.hpp"
 
 namespace paro::mpi {
@@ -95,6 +97,14 @@ inline int checked_count(std::size_t count, const char* what) {
   paro::detail::require(count <= static_cast<std::size_t>(INT_MAX), what, ": MPI collectives take at most ", INT_MAX,
                         " elements per rank, got ", count, "; use algorithm ring or tree for larger messages");
   return static_cast<int>(count);
+}
+
+// This process's host as MPI names it, for error messages.
+inline std::string processor_name() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) return "unknown";
+  return std::string(name, static_cast<std::size_t>(length));
 }
 
 }  // namespace detail
@@ -203,11 +213,11 @@ class Transport : public HostMemory {
               MPI_Cancel(&q);
               MPI_Request_free(&q);
             }
-          throw TimeoutError(paro::detail::concat("rank ", rank_, ": timed out after ", timeout_, " s waiting for ",
-                                                  r.is_send ? "a send to" : "a message from", " rank ", r.peer, " (",
-                                                  r.bytes, " bytes, tag ", r.tag,
-                                                  "); a peer is stuck or did not enter the same collective "
-                                                  "(PARO_TIMEOUT sets the limit)"));
+          throw TimeoutError(paro::detail::concat(
+              "rank ", rank_, " on host ", detail::processor_name(), ": timed out after ", timeout_, " s waiting for ",
+              r.is_send ? "a send to" : "a message from", " rank ", r.peer, " (", r.bytes, " bytes, tag ", r.tag, ")",
+              tags::describe(r.tag), ", rank ", world_rank_of(r.peer), " of MPI_COMM_WORLD", activity::describe(),
+              "; a peer is stuck or did not enter the same collective (PARO_TIMEOUT sets the limit)"));
         }
         std::this_thread::yield();
       }
@@ -311,6 +321,17 @@ class Transport : public HostMemory {
     });
     MPI_Comm_rank(c, &rank_);
     MPI_Comm_size(c, &size_);
+  }
+
+  // peer's rank in MPI_COMM_WORLD, for error messages (-1 where MPI cannot say).
+  int world_rank_of(int peer) const {
+    MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    int out = -1;
+    if (MPI_Comm_group(comm(), &mine) == MPI_SUCCESS && MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS)
+      MPI_Group_translate_ranks(mine, 1, &peer, world, &out);
+    if (mine != MPI_GROUP_NULL) MPI_Group_free(&mine);
+    if (world != MPI_GROUP_NULL) MPI_Group_free(&world);
+    return out == MPI_UNDEFINED ? -1 : out;
   }
 
   template <class F>

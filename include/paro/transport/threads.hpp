@@ -27,8 +27,10 @@
 #include <utility>
 #include <vector>
 
+#include "paro/core/activity.hpp"
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
+#include "paro/core/tags.hpp"
 #include "paro/transport/transport.hpp"
 
 namespace paro::threads {
@@ -373,10 +375,16 @@ class BasicTransport : public Memory {
     while (!s.done.load(std::memory_order_acquire)) {
       world.throw_if_aborted(world_rank());
       if (detail::Clock::now() > deadline) {
+        // On a split communicator its ranks are not the job's: both are named.
+        const bool split = group_->size() != static_cast<int>(world.doorbells.size());
+        auto in_world = [&](int r) {
+          return split ? paro::detail::concat(" (world rank ", group_->world_ranks[static_cast<std::size_t>(r)], ")")
+                       : std::string();
+        };
         throw TimeoutError(paro::detail::concat(
-            "rank ", rank_, ": timed out after ", world.timeout, " s waiting for ",
-            s.is_send ? "rank " : "a message from rank ", s.peer, s.is_send ? " to receive " : " (", s.bytes, " bytes",
-            s.is_send ? "" : ")", " on tag ", s.tag,
+            "rank ", rank_, in_world(rank_), ": timed out after ", world.timeout, " s waiting for ",
+            s.is_send ? "rank " : "a message from rank ", s.peer, in_world(s.peer), s.is_send ? " to receive " : " (",
+            s.bytes, " bytes", s.is_send ? "" : ")", " on tag ", s.tag, tags::describe(s.tag), activity::describe(),
             "; a peer is stuck or did not enter the same collective (PARO_TIMEOUT sets the limit)"));
       }
       bell.cv.wait_until(lock, std::min(deadline, detail::Clock::now() + std::chrono::milliseconds(100)));

@@ -61,8 +61,10 @@
 #include <vector>
 
 #include "paro/bootstrap/bootstrap.hpp"
+#include "paro/core/activity.hpp"
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
+#include "paro/core/tags.hpp"
 #include "paro/transport/control.hpp"
 #include "paro/transport/transport.hpp"
 
@@ -506,8 +508,10 @@ class Transport : public HostMemory {
         if (peer_failed) throw peer_failure(s, r);
         throw TimeoutError(paro::detail::concat(
             "rank ", rank_, ": timed out after ", s.timeout, " s waiting for ",
-            r.is_send_ ? "a send to" : "a message from", " rank ", r.peer_, " (", r.bytes_, " bytes, tag ", r.tag_,
-            "); a peer is stuck or did not enter the same collective (PARO_TIMEOUT sets the limit)"));
+            r.is_send_ ? "a send to" : "a message from", " rank ", r.peer_, " (", r.bytes_, " bytes, tag ", r.tag_, ")",
+            tags::describe(r.tag_), ", world rank ", world_of(r.peer_), " on host ",
+            s.hosts[static_cast<std::size_t>(world_of(r.peer_))], activity::describe(),
+            "; a peer is stuck or did not enter the same collective (PARO_TIMEOUT sets the limit)"));
       }
       if (!r.is_send_ && status == UCS_OK) {
         ucp_tag_recv_info_t info{};
