@@ -38,7 +38,7 @@ static_assert(paro::is_host_memory_v<Checked> && !paro::is_stepwise_v<Checked>);
 constexpr int ranks = 6;        // nodes=2: two nodes of three
 constexpr int faulty_rank = 4;  // on the second node, not a leader
 constexpr std::size_t count = 1000;
-constexpr double timeout_s = 2;
+constexpr double timeout_s = 3;  // PARO_TIMEOUT, with room for TSan's slowdown in the clean runs
 
 // Rank r's input element j is (r + 1) * 1000 + j, so that every output element has one exact value.
 std::int32_t input(int r, std::size_t j) { return static_cast<std::int32_t>((r + 1) * 1000 + j); }
@@ -85,7 +85,8 @@ struct Outcome {
 // rank whose part of the collective finished before the fault took effect fails in instead.
 template <class MakeTransport>
 std::vector<Outcome> run_with_fault(FaultKind kind, Collective c, Algorithm a, MakeTransport make_transport) {
-  setenv("PARO_TIMEOUT", "2", 1);
+  const std::optional<std::string> saved = paro::env::get("PARO_TIMEOUT");
+  setenv("PARO_TIMEOUT", paro::detail::concat(timeout_s).c_str(), 1);
   paro::CommunicatorConfig config;
   config.discovery.emulate = "nodes=2";
   auto outcomes = paro::testing::run_on_thread_ranks(
@@ -115,7 +116,10 @@ std::vector<Outcome> run_with_fault(FaultKind kind, Collective c, Algorithm a, M
         return o;
       },
       make_transport);
-  unsetenv("PARO_TIMEOUT");
+  if (saved)
+    setenv("PARO_TIMEOUT", saved->c_str(), 1);
+  else
+    unsetenv("PARO_TIMEOUT");
   return outcomes;
 }
 
@@ -151,7 +155,7 @@ TEST_P(InjectedFault, BecomesAnErrorOnEveryRankWithinTheTimeout) {
       case FaultKind::drop:
       case FaultKind::duplicate: EXPECT_NE(o.error, "") << "the fault went unnoticed"; break;
       case FaultKind::fail:
-        EXPECT_CONTAINS(o.error, "timed out after 2 s");
+        EXPECT_CONTAINS(o.error, "timed out after 3 s");
         EXPECT_CONTAINS(o.error, "; during ");  // what was waiting (TimeoutSaysWhatWaitedOnWhom)
         break;
     }
@@ -181,7 +185,7 @@ TEST(InjectedFault, CorruptionWithoutChecksumsIsSilent) {
 TEST(InjectedFault, TimeoutSaysWhatWaitedOnWhom) {
   const auto outcomes = run_with_fault(FaultKind::fail, Collective::all_reduce, Algorithm::mics_hcs, bare_wire);
   for (const Outcome& o : outcomes) {
-    EXPECT_CONTAINS(o.error, "timed out after 2 s waiting for a message from rank ");
+    EXPECT_CONTAINS(o.error, "timed out after 3 s waiting for a message from rank ");
     EXPECT_CONTAINS(o.error, "; during all_reduce mics_hcs global count=1000 int32 sum, the ");
     EXPECT_CONTAINS(o.error, " step ");
     EXPECT_CONTAINS(o.error, "(world rank ");
