@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <tuple>
 
@@ -125,5 +129,140 @@ TEST_P(HierarchicalLanes, ParoCcExact) {
 INSTANTIATE_TEST_SUITE_P(LanesAndSchedules, HierarchicalLanes,
                          ::testing::Values(LanesParam{"threads", "0"}, LanesParam{"inline", "0"},
                                            LanesParam{"inline", "1M"}));
+
+// NaN and infinity through every algorithm (flat and hierarchical, on an emulated 2 x 3 cluster), as
+// core/reduce_op.hpp documents: a NaN on any rank, or +inf meeting -inf in a sum, gives the canonical NaN
+// whatever the combining order; infinities otherwise win sums, products, minima and maxima. Element g
+// holds its special values on ranks (g / 5) % n and the one after; the others hold 1 (or 2).
+namespace non_finite {
+
+template <class T>
+T make(double v) {
+  return T(static_cast<float>(v));
+}
+template <>
+double make<double>(double v) {
+  return v;
+}
+template <class T>
+double value(T x) {
+  return static_cast<double>(static_cast<float>(x));
+}
+template <>
+double value<double>(double x) {
+  return x;
+}
+// A NaN with a payload, which every op must replace by the canonical one.
+template <class T>
+T payload_nan();
+template <>
+float payload_nan<float>() {
+  return paro::detail::bits_float(0x7FC12345u);
+}
+template <>
+double payload_nan<double>() {
+  const std::uint64_t bits = 0x7FF8000012345678ull;
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
+template <>
+paro::f16 payload_nan<paro::f16>() {
+  return paro::f16::from_bits(0x7E55);
+}
+template <>
+paro::bf16 payload_nan<paro::bf16>() {
+  return paro::bf16::from_bits(0x7FD5);
+}
+template <class T>
+bool is_canonical_nan(T x) {
+  if constexpr (sizeof(T) == 2) {
+    std::uint16_t bits;
+    std::memcpy(&bits, &x, 2);
+    return bits == paro::detail::half_nan_bits;
+  } else if constexpr (sizeof(T) == 4) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    return bits == paro::detail::float_nan_bits;
+  } else {
+    std::uint64_t bits;
+    std::memcpy(&bits, &x, 8);
+    return bits == paro::detail::double_nan_bits;
+  }
+}
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double nan_marker = std::numeric_limits<double>::quiet_NaN();
+
+template <class T>
+T input(std::size_t g, int r, int n) {
+  const int s = static_cast<int>(g / 5 % static_cast<std::size_t>(n)), s2 = (s + 1) % n;
+  switch (g % 5) {
+    case 0: return r == s ? payload_nan<T>() : make<T>(1);
+    case 1: return make<T>(r == s ? inf : 1);
+    case 2: return make<T>(r == s ? inf : r == s2 ? -inf : 1);
+    case 3: return make<T>(1);
+    default: return make<T>(r == s ? -inf : 2);
+  }
+}
+
+// The expected result at g (nan_marker: the canonical NaN).
+double expected(std::size_t g, paro::ReduceOp op, int n) {
+  using paro::ReduceOp;
+  const bool sum_like = op == ReduceOp::sum || op == ReduceOp::avg;
+  switch (g % 5) {
+    case 0: return nan_marker;
+    case 1: return op == ReduceOp::min ? 1 : inf;
+    case 2:
+      if (n == 1) return inf;  // the one rank holds +inf
+      return sum_like ? nan_marker : op == ReduceOp::max ? inf : -inf;
+    case 3: return op == ReduceOp::sum ? n : 1;
+    default: return op == ReduceOp::max && n > 1 ? 2 : -inf;
+  }
+}
+
+template <class T, class Comm>
+std::vector<std::string> check(Comm& comm, Collective c, Algorithm a, paro::ReduceOp op) {
+  constexpr std::size_t count = 50;
+  const int n = comm.size(), me = comm.rank();
+  const std::size_t in_count = c == Collective::all_reduce ? count : count * static_cast<std::size_t>(n);
+  std::vector<T> in(in_count), out(count);
+  for (std::size_t g = 0; g < in_count; ++g) in[g] = input<T>(g, me, n);
+  if (c == Collective::all_reduce)
+    comm.all_reduce(in.data(), out.data(), count, op, {a});
+  else
+    comm.reduce_scatter(in.data(), out.data(), count, op, {a});
+  std::vector<std::string> f;
+  const std::size_t first = c == Collective::all_reduce ? 0 : static_cast<std::size_t>(me) * count;
+  for (std::size_t i = 0; i < count && f.empty(); ++i) {
+    const double want = expected(first + i, op, n), got = value(out[i]);
+    const bool ok = std::isnan(want) ? is_canonical_nan(out[i]) : got == want;
+    if (!ok)
+      f.push_back(paro::detail::concat("rank ", me, ": ", paro::name_of(c), " ", paro::name_of(a), " ",
+                                       paro::name_of(paro::data_type_v<T>), " ", paro::name_of(op), " element ",
+                                       first + i, ": ", got, " where ", want, " was due"));
+  }
+  return f;
+}
+
+}  // namespace non_finite
+
+TEST(NonFinite, NaNAndInfinityFollowTheOpsOnEveryAlgorithm) {
+  auto failures = paro::testing::on_cluster("nodes=2,ranks=3", "node", [](auto& comm) {
+    std::vector<std::string> f;
+    auto add = [&](std::vector<std::string> more) { f.insert(f.end(), more.begin(), more.end()); };
+    for (Collective c : {Collective::all_reduce, Collective::reduce_scatter})
+      for (Algorithm a :
+           {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc})
+        for (paro::ReduceOp op : paro::all_reduce_ops) {
+          add(non_finite::check<float>(comm, c, a, op));
+          add(non_finite::check<double>(comm, c, a, op));
+          add(non_finite::check<paro::f16>(comm, c, a, op));
+          add(non_finite::check<paro::bf16>(comm, c, a, op));
+        }
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
 
 }  // namespace
