@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,21 @@ TEST(Misuse, NullBufferWithElements) {
     comm.all_gather(x, nullptr, 4, DataType::f32);
   });
   EXPECT_CONTAINS(msg, "all_gather: recv buffer is null but 32 bytes");
+}
+
+// A count whose bytes overflow size_t is refused before anything is allocated or sent.
+TEST(Misuse, CountsWhoseBytesOverflowAreRefused) {
+  const std::size_t huge = std::numeric_limits<std::size_t>::max() / 2;
+  auto msg = error_of(2, [&](auto& comm) {
+    float x = 0;
+    comm.all_reduce(&x, &x, huge, DataType::f32, ReduceOp::sum);
+  });
+  EXPECT_CONTAINS(msg, "all_reduce: count 9223372036854775807 of float over 1 rank(s) overflows the addressable size");
+  msg = error_of(3, [&](auto& comm) {
+    float x = 0;
+    comm.all_gather(&x, &x, std::numeric_limits<std::size_t>::max() / 8, DataType::f64);
+  });
+  EXPECT_CONTAINS(msg, "all_gather: count 2305843009213693951 of double over 3 rank(s) overflows");
 }
 
 TEST(Misuse, NullBuffersWithZeroCountAreFine) {
