@@ -17,7 +17,8 @@
 // the emulated links' time; --trace FILE writes every message of one call per (algorithm, size) as a
 // Chrome trace. After the tables, each size's predicted lower bound, the algorithm automatic picks, and
 // every algorithm's time over the bound. --calibrate FILE measures the cost model's numbers on this
-// backend and topology and writes them for PARO_COST_FILE.
+// backend and topology, fits them and writes them for PARO_COST_FILE; --explain prints automatic's choice
+// per size without measuring.
 //
 // Same flags and table as nccl-tests where they apply (-b -e -f -n -w -c -d -o), GB = 1e9, busbw factors
 // 2(n-1)/n for all-reduce and (n-1)/n for all-gather and reduce-scatter, size = the full buffer (n blocks
@@ -30,6 +31,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -75,6 +77,7 @@ struct Settings {
   std::string scope = "global";
   std::string trace_path;      // --trace
   std::string calibrate_path;  // --calibrate
+  bool explain = false;        // --explain
   // compressed_all_reduce
   int ratio = 32;
   std::string shape;             // ROWSxCOLS; else -b..-e as rows of 1024 columns
@@ -557,25 +560,88 @@ std::size_t run_on(paro::Communicator<Transport>& comm, const Settings& s, nlohm
   return wrong;
 }
 
-// --calibrate: the cost model's numbers measured here (paro/communicator/calibration.hpp), written for
-// PARO_COST_FILE by rank 0.
+// --calibrate: the cost model's numbers measured and fitted here (paro/communicator/calibration.hpp), with
+// how well they predict the measurements; written for PARO_COST_FILE by rank 0 unless the fit predicts
+// worse than the model in use (then nothing is written and the exit status is 1).
 template <class Transport>
-void calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
-  paro::algorithms::LinkModel m = paro::calibrate(comm);
-  m.source = "paro-bench --calibrate";
-  if (comm.rank() != 0) return;
+int calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
+  const std::string before = comm.cost_model().links().source;
+  paro::algorithms::FitReport fit = paro::calibrate(comm);
+  fit.model.source = "paro-bench --calibrate";
+  if (comm.rank() != 0) return fit.better_than_before() ? 0 : 1;
+  std::printf(
+      "# calibration (%s backend, %d ranks): median of 5 interleaved rounds per point\n# %14s  %9s  %9s  "
+      "%10s  %6s  %10s  %10s  %10s\n",
+      Transport::name, comm.size(), "collective", "algorithm", "size(B)", "measured", "noise", "before", "links",
+      "fitted");
+  for (const auto& p : fit.points)
+    std::printf("  %14s  %9s  %9.0f  %10.1f  %5.1f%%  %10.1f  %10.1f  %10.1f\n", paro::name_of(p.collective),
+                paro::name_of(p.algorithm), p.bytes, p.measured_us, 100 * p.noise, p.before_us, p.links_us,
+                p.fitted_us);
+  auto percent = [](double log_error) { return 100 * std::expm1(log_error); };
+  std::printf(
+      "# typical prediction error (geometric mean of predicted/measured, either way) over %zu points:\n"
+      "#   before (%s): %.1f%%; fitted links: %.1f%%; with corrections: %.1f%%; median noise %.1f%%\n",
+      fit.points.size(), before.c_str(), percent(fit.before_error), percent(fit.links_error), percent(fit.fitted_error),
+      100 * fit.noise);
+  if (!fit.better_than_before()) {
+    std::printf("# not written: the fit predicts these measurements worse than the model in use\n");
+    return 1;
+  }
   std::ofstream out(path);
   paro::detail::require(static_cast<bool>(out), "--calibrate: cannot write '", path, "'");
-  out << paro::algorithms::to_json(m) << "\n";
-  std::printf("# calibrated (%s backend, %d ranks): %s\n# written to %s; use it with PARO_COST_FILE=%s\n",
-              Transport::name, comm.size(), paro::algorithms::to_json(m).c_str(), path.c_str(), path.c_str());
+  out << paro::algorithms::to_json(fit.model) << "\n";
+  std::printf("# calibrated: %s\n# written to %s; use it with PARO_COST_FILE=%s\n",
+              paro::algorithms::to_json(fit.model).c_str(), path.c_str(), path.c_str());
+  return 0;
+}
+
+// --explain: per collective and size, every candidate's prediction and why automatic picks what it picks
+// (AlgorithmList::decide); nothing is measured.
+template <class Transport>
+void explain(paro::Communicator<Transport>& comm, const Settings& s) {
+  if (comm.rank() != 0) return;
+  using Registry = paro::algorithms::BuiltinAlgorithms;
+  const paro::Scope scope = paro::parse_scope(s.scope);
+  const auto& model = comm.cost_model();
+  std::printf("# automatic's choice, scope %s of %d ranks; model: %s (model error %.1f%%)\n", paro::name_of(scope),
+              comm.transport(scope).size(), model.links().source.c_str(), 100 * model.links().model_error);
+  std::printf("# predicted us (correction) per candidate; *score: a near tie's sum over x/4, x, 4x (lowest wins)\n");
+  for (Collective coll : collectives(s.coll))
+    for (std::size_t bytes : paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor)) {
+      const auto d = Registry::decide(model, coll, bytes, comm.shape(scope));
+      std::printf("%s %zu (bound %.1f us):", paro::name_of(coll), bytes, comm.lower_bound_us(coll, bytes, scope));
+      for (const auto& k : d.candidates) {
+        std::printf("  %s %.1f (x%.2f)", paro::name_of(k.algorithm), k.prediction.time_us, k.correction);
+        if (k.score > 0) std::printf("*%.3f", k.score);  // scored: one of a near tie
+      }
+      const auto& pick = d.candidates[d.picked];
+      std::size_t runner_up = d.picked == 0 ? 1 : 0;
+      for (std::size_t i = 0; i < d.candidates.size(); ++i)
+        if (i != d.picked && d.candidates[i].prediction.time_us < d.candidates[runner_up].prediction.time_us)
+          runner_up = i;
+      if (const Algorithm runs = comm.resolve(coll, bytes, Algorithm::automatic, scope); runs != pick.algorithm)
+        std::printf("  -> %s, forced by PARO_ALGO (the model picks %s)\n", paro::name_of(runs),
+                    paro::name_of(pick.algorithm));
+      else if (d.candidates.size() < 2)
+        std::printf("  -> %s, the only candidate\n", paro::name_of(pick.algorithm));
+      else if (d.picked == d.fastest && !d.candidates[runner_up].near)
+        std::printf("  -> %s, fastest by %.0f%% over %s\n", paro::name_of(pick.algorithm),
+                    100 * (d.candidates[runner_up].prediction.time_us / pick.prediction.time_us - 1),
+                    paro::name_of(d.candidates[runner_up].algorithm));
+      else
+        std::printf("  -> %s, lowest score among those within the model error\n", paro::name_of(pick.algorithm));
+    }
 }
 
 template <class Transport>
 std::size_t run_or_calibrate(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
+  if (s.explain) {
+    explain(comm, s);
+    return 0;
+  }
   if (s.calibrate_path.empty()) return run_on(comm, s, records);
-  calibrate(comm, s.calibrate_path);
-  return 0;
+  return calibrate(comm, s.calibrate_path) == 0 ? 0 : 1;
 }
 
 // Device backends measure without pacing, tracing or calibration (which work on host buffers).
@@ -646,6 +712,9 @@ int main(int argc, char** argv) {
                  "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of one call per algorithm and size");
   app.add_option("--calibrate", s.calibrate_path,
                  "measure the cost model's numbers, write them here (for PARO_COST_FILE) and exit");
+  app.add_flag("--explain", s.explain,
+               "print, per collective and size (-b..-e), every algorithm's prediction and why automatic picks "
+               "what it picks, and exit");
   app.add_option("--json", s.json_path, "write one JSON record per (algorithm, size, placement) here");
   app.add_option("--emulate", s.emulate,
                  "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even");

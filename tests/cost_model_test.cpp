@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <set>
 #include <string>
+#include <vector>
 
+#include "paro/algorithms/calibration_fit.hpp"
 #include "paro/algorithms/cost_shape.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/link_sources.hpp"
@@ -217,6 +221,9 @@ TEST(Links, CostFileRoundTripAndErrors) {
   EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[0, 1]]}}}"),
                   "every point must be [bytes, ratio]");
   EXPECT_CONTAINS(error_of("{"), "syntax");
+  EXPECT_CONTAINS(error_of("{\"model_error\": 2}"), "model_error: expected a fraction in [0, 1]");
+  m.model_error = 0.125;
+  EXPECT_EQ(paro::algorithms::parse_cost_file(paro::algorithms::to_json(m), "x.json").model_error, 0.125);
 }
 
 TEST(Links, EmulationKeysPlaceLinksOnTheTopology) {
@@ -244,6 +251,114 @@ TEST(Links, EmulationKeysPlaceLinksOnTheTopology) {
       EXPECT_CONTAINS(e.what(), message);
     }
   }
+}
+
+// Calibration's fit (algorithms/calibration_fit.hpp) on synthetic timings: a cluster whose true numbers
+// differ from the model's start, tree 1.3x slower than its formula everywhere, and +-3% noise per run.
+LinkModel true_links() {
+  LinkModel m = slow_nic(paro::NicModel::shared);
+  m.intra.latency_us = 2;
+  m.inter.latency_us = 25;
+  m.step_us = 12;
+  m.lane_us = 150;  // starting lanes is slow here: flat algorithms win the small sizes
+  m.reduce_gbps = 30;
+  m.copy_gbps = 60;
+  return m;
+}
+
+std::vector<paro::algorithms::Timing> synthetic_timings(double spike = 1, std::size_t spike_bytes = 0) {
+  const CostModel truth(true_links(), true_links());
+  std::vector<paro::algorithms::Timing> out;
+  int k = 0;
+  for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 24); bytes *= 4)
+    for (Collective c : paro::all_collectives)
+      for (Algorithm a : Builtin::ids) {
+        if (Builtin::family(a) == paro::algorithms::Family::native || !Builtin::implements(a, c)) continue;
+        double t = Builtin::formula(truth, a, c, bytes, two_by_four()).time_us * (a == Algorithm::tree ? 1.3 : 1);
+        // The spike: every run of one point 3x slow, as one busy moment of the machine would make it.
+        if (c == Collective::reduce_scatter && a == Algorithm::paro_cc && bytes == spike_bytes) t *= spike;
+        std::vector<double> runs;
+        for (int r = 0; r < 5; ++r) runs.push_back(t * (1 + 0.03 * std::sin(1.7 * ++k)));
+        out.push_back({c, a, static_cast<double>(bytes), runs, 0});
+      }
+  return out;
+}
+
+std::vector<Algorithm> picks(const LinkModel& links) {
+  const CostModel model(links, links);
+  std::vector<Algorithm> out;
+  for (Collective c : paro::all_collectives)
+    for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 28); bytes *= 2)
+      out.push_back(Builtin::best(model, c, bytes, two_by_four()).algorithm);
+  return out;
+}
+
+paro::algorithms::FitReport fit(const std::vector<paro::algorithms::Timing>& timings) {
+  LinkModel start = slow_nic(paro::NicModel::shared);  // the emulation's links, software costs unknown
+  return paro::algorithms::fit_cost_model<Builtin>(start, CostModel(start, start), two_by_four(), timings);
+}
+
+TEST(Calibration, FitPredictsItsMeasurementsAndKeepsConsistentCorrections) {
+  const auto r = fit(synthetic_timings());
+  EXPECT_LT(r.fitted_error, 0.05) << "within the noise";
+  EXPECT_LT(r.fitted_error, r.before_error / 4);
+  EXPECT_TRUE(r.better_than_before());
+  EXPECT_NEAR(r.noise, 0.02, 0.015);
+  // Tree's consistent 1.3x is a correction (the fit may absorb a little of it in the links).
+  for (std::size_t bytes : {std::size_t{4096}, std::size_t{1} << 20})
+    EXPECT_NEAR(r.model.correction(Collective::all_reduce, Algorithm::tree, static_cast<double>(bytes)), 1.3, 0.12)
+        << bytes;
+  EXPECT_GE(r.model.model_error, paro::algorithms::min_noise);
+  // The picks are the true model's, tree's overhead included, at every size from 1 KiB to 256 MiB...
+  LinkModel truth = true_links();
+  for (Collective c : paro::all_collectives) truth.corrections[{c, Algorithm::tree}] = {{1024, 1.3}};
+  const auto want = picks(truth), got = picks(r.model);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) differ += want[i] != got[i];
+  EXPECT_LE(differ, 2u) << "of " << want.size();
+  // ... and the same when fitted again: deterministic.
+  EXPECT_EQ(paro::algorithms::to_json(fit(synthetic_timings()).model), paro::algorithms::to_json(r.model));
+}
+
+TEST(Calibration, OneThreeTimesSlowSizeChangesNoPick) {
+  const auto clean = fit(synthetic_timings());
+  const auto want = picks(clean.model);
+  ASSERT_GT(std::set<Algorithm>(want.begin(), want.end()).size(), 1u) << "the picks must vary with the size";
+  // In the middle of the calibrated sizes, and at the largest, whose correction used to be held for
+  // every larger size.
+  for (std::size_t at : {std::size_t{1} << 20, std::size_t{1} << 24}) {
+    const auto spiked = fit(synthetic_timings(3, at));
+    EXPECT_EQ(picks(spiked.model), want) << "spike at " << at;
+    for (double bytes : {at / 4.0, static_cast<double>(at), at * 4.0})
+      EXPECT_NEAR(spiked.model.correction(Collective::reduce_scatter, Algorithm::paro_cc, bytes), 1, 0.06)
+          << "spike at " << at << ", correction at " << bytes;
+    // Taken as it was measured, the spike would have moved picks.
+    LinkModel raw = clean.model;
+    raw.corrections[{Collective::reduce_scatter, Algorithm::paro_cc}] = {{at / 4.0, 1}, {static_cast<double>(at), 3}};
+    EXPECT_NE(picks(raw), want) << "spike at " << at;
+  }
+}
+
+TEST(Calibration, NearTiesAreDecidedByTheNeighbouringSizes) {
+  // Two algorithms predicted within the model's error of each other at one size: the pick is the one
+  // lower around it, whichever of the two the noise put ahead there.
+  LinkModel m = slow_nic(paro::NicModel::shared);
+  m.model_error = 0.10;
+  const CostModel plain(m, m);
+  const std::size_t bytes = MiB64;
+  const double cc = Builtin::predict(plain, Algorithm::paro_cc, Collective::all_gather, bytes, two_by_four()).time_us;
+  const double seq = Builtin::predict(plain, Algorithm::paro_seq, Collective::all_gather, bytes, two_by_four()).time_us;
+  ASSERT_LT(cc, seq);
+  // paro_seq made 1% faster than paro_cc at this size only: the neighbours still favour paro_cc.
+  LinkModel tied = m;
+  tied.corrections[{Collective::all_gather, Algorithm::paro_seq}] = {
+      {bytes / 4.0, 1}, {static_cast<double>(bytes), cc / seq * 0.99}, {bytes * 4.0, 1}};
+  const auto d = Builtin::decide(CostModel(tied, tied), Collective::all_gather, bytes, two_by_four());
+  EXPECT_EQ(d.candidates[d.fastest].algorithm, Algorithm::paro_seq);
+  EXPECT_EQ(d.candidates[d.picked].algorithm, Algorithm::paro_cc);
+  tied.model_error = 0;  // a model trusted exactly takes the fastest
+  EXPECT_EQ(Builtin::best(CostModel(tied, tied), Collective::all_gather, bytes, two_by_four()).algorithm,
+            Algorithm::paro_seq);
 }
 
 }  // namespace

@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "paro/dp/model.hpp"
 #include "paro/dp/strategy.hpp"
@@ -16,6 +20,8 @@
 
 namespace {
 
+using paro::Algorithm;
+using paro::Collective;
 using paro::dp::Cluster;
 using paro::dp::Partition;
 using paro::dp::Sizes;
@@ -163,6 +169,65 @@ TEST(DpEngine, RejectsUnevenGroups) {
     return f;
   });
   EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+
+// Bitwise-reproducible training (docs/user-guide.md, "Reproducible runs"): a float sum's last bits depend
+// on the order its algorithm reduces in, automatic's algorithm on the cost model, and so does paro_cc's
+// all-reduce pipeline chunk. A job of 3 SGD steps (all-reduced gradients, then the ZeRO pair:
+// reduce-scatter and all-gather of the parameters) run under two cost models that pick differently:
+// pinned algorithms (and paro_cc's chunk) give the same bits, automatic does not.
+std::vector<float> sgd_job(const char* links_preset, const std::string& algorithms, std::size_t chunk = 0) {
+  paro::CommunicatorConfig config;
+  config.discovery.emulate = "nodes=2,ranks=3";
+  config.tuning.links_preset = links_preset;
+  config.tuning.algorithms = algorithms;
+  config.tuning.pipeline_chunk_bytes = chunk;
+  auto params = paro::testing::run_on_thread_ranks(6, config, [](auto& comm) {
+    const std::size_t n = 6 * 65536, shard = n / 6;
+    std::vector<float> x(n), g(n), mine(shard);
+    for (std::size_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+    for (int step = 0; step < 3; ++step) {
+      for (std::size_t i = 0; i < n; ++i)
+        g[i] = std::cos(x[i] * static_cast<float>(comm.rank() + 1) + 0.01f * static_cast<float>(i)) / 3;
+      comm.all_reduce(g.data(), g.data(), n, paro::ReduceOp::sum);
+      for (std::size_t i = 0; i < n; ++i) x[i] -= 0.1f * g[i] + 1e-3f * static_cast<float>(comm.rank());
+      comm.reduce_scatter(x.data(), mine.data(), shard, paro::ReduceOp::avg);
+      comm.all_gather(mine.data(), x.data(), shard);
+    }
+    return x;
+  });
+  for (const auto& other : params) EXPECT_EQ(other, params[0]) << "every rank ends with the same parameters";
+  return params[0];
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Reproducible, PinnedAlgorithmsGiveTheSameBitsUnderAnyCostModel) {
+  const char* fast_nics = "nvlink-ib400";  // one 400 Gbit/s NIC per rank
+  const char* slow_nic = "cpu-tcp25";      // one 25 Gbit/s NIC per node
+  // The premise: the two models pick differently for this job's calls.
+  paro::CommunicatorConfig config;
+  config.discovery.emulate = "nodes=2,ranks=3";
+  auto picks = [&](const char* preset) {
+    config.tuning.links_preset = preset;
+    return paro::testing::run_on_thread_ranks(6, config, [](auto& comm) {
+      std::vector<Algorithm> out;
+      for (auto [c, bytes] :
+           {std::pair{Collective::all_reduce, 4 * 6 * 65536}, std::pair{Collective::reduce_scatter, 4 * 6 * 65536}})
+        out.push_back(comm.resolve(c, static_cast<std::size_t>(bytes)));
+      return out;
+    })[0];
+  };
+  ASSERT_NE(picks(fast_nics), picks(slow_nic));
+  EXPECT_FALSE(same_bits(sgd_job(fast_nics, ""), sgd_job(slow_nic, ""))) << "automatic: other algorithms, other bits";
+  for (const char* pinned : {"ring", "tree", "mics_hcs", "allreduce:ring;reducescatter:paro_seq;allgather:paro_cc"})
+    EXPECT_TRUE(same_bits(sgd_job(fast_nics, pinned), sgd_job(slow_nic, pinned))) << pinned;
+  const char* cc = "allreduce:paro_cc;reducescatter:paro_cc;allgather:paro_cc";
+  EXPECT_FALSE(same_bits(sgd_job(fast_nics, cc), sgd_job(slow_nic, cc))) << "paro_cc's all-reduce chunk not pinned";
+  const std::size_t chunk = std::size_t{256} << 10;  // PARO_CC_CHUNK
+  EXPECT_TRUE(same_bits(sgd_job(fast_nics, cc, chunk), sgd_job(slow_nic, cc, chunk))) << "paro_cc, chunk pinned";
 }
 
 }  // namespace

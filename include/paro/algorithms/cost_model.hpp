@@ -43,6 +43,9 @@ struct LinkModel {
   // and a bandwidth efficiency per algorithm.
   using Correction = std::vector<std::pair<double, double>>;  // (full-buffer bytes, ratio), by bytes
   std::map<std::pair<Collective, Algorithm>, Correction> corrections;
+  // How far predictions may be off (a fraction; a calibration measures it): algorithms predicted within it
+  // of the fastest are told apart by their predictions at the neighbouring sizes (AlgorithmList::best).
+  double model_error = 0.05;
   std::string source = "default preset";
 
   double correction(Collective c, Algorithm a, double bytes) const {
@@ -141,6 +144,12 @@ class CostModel {
       : l_(std::move(links)), bound_(std::move(bound_links)), direct_max_(static_cast<double>(direct_max_bytes)) {}
   const LinkModel& links() const { return l_; }
   const LinkModel& bound_links() const { return bound_; }
+  // This model on other links, with its bound and direct threshold.
+  CostModel with_links(LinkModel links) const {
+    CostModel m = *this;
+    m.l_ = std::move(links);
+    return m;
+  }
 
   // No algorithm beats this: the bytes that must cross a node's NICs and each rank's intra links, traded
   // off against each other at best, the bytes that must enter a pod through its uplink, and one latency

@@ -9,7 +9,7 @@
 // The automatic algorithm is the fastest the model predicts (AlgorithmList::best, registry.hpp).
 //
 //   {"intra": {"gbps": 20, "latency_us": 1}, "inter": {"gbps": 2, "latency_us": 10}, "nic": "shared",
-//    "step_us": 12, "lane_us": 40, "reduce_gbps": 30, "copy_gbps": 60,
+//    "step_us": 12, "lane_us": 40, "reduce_gbps": 30, "copy_gbps": 60, "model_error": 0.05,
 //    "corrections": {"all_reduce": {"ring": [[4096, 1.6], [1048576, 1.1]], ...}, ...}}      (a cost file)
 
 #include <algorithm>
@@ -47,8 +47,8 @@ inline std::string to_json(const LinkModel& m) {
   return detail::concat("{\"intra\": {\"gbps\": ", m.intra.gbps, ", \"latency_us\": ", m.intra.latency_us,
                         "}, \"inter\": {\"gbps\": ", m.inter.gbps, ", \"latency_us\": ", m.inter.latency_us,
                         "}, \"nic\": \"", name_of(m.nic), "\", \"step_us\": ", m.step_us, ", \"lane_us\": ", m.lane_us,
-                        ", \"reduce_gbps\": ", m.reduce_gbps, ", \"copy_gbps\": ", m.copy_gbps, ", \"corrections\": {",
-                        corrections, "}}");
+                        ", \"reduce_gbps\": ", m.reduce_gbps, ", \"copy_gbps\": ", m.copy_gbps,
+                        ", \"model_error\": ", m.model_error, ", \"corrections\": {", corrections, "}}");
 }
 
 inline LinkModel parse_cost_file(const std::string& text, const std::string& path) {
@@ -118,6 +118,10 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
           m.corrections[{c, a}] = k;
         }
       }
+    } else if (key == "model_error") {
+      if (!value.is_number() || !(value.get<double>() >= 0 && value.get<double>() <= 1))
+        fail(key, "expected a fraction in [0, 1] (how far predictions may be off)");
+      m.model_error = value.get<double>();
     } else if (key == "step_us" || key == "lane_us" || key == "reduce_gbps" || key == "copy_gbps") {
       number(doc, key.c_str(), "",
              key == "step_us"       ? m.step_us
@@ -125,7 +129,8 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
              : key == "reduce_gbps" ? m.reduce_gbps
                                     : m.copy_gbps);
     } else {
-      fail(key, "unknown field; allowed: intra inter nic step_us lane_us reduce_gbps copy_gbps corrections");
+      fail(key,
+           "unknown field; allowed: intra inter nic step_us lane_us reduce_gbps copy_gbps model_error corrections");
     }
   }
   if (m.intra.gbps <= 0 || m.inter.gbps <= 0 || m.reduce_gbps <= 0 || m.copy_gbps <= 0)

@@ -19,6 +19,7 @@
 //   using MyAlgorithms = paro::algorithms::BuiltinAlgorithms::with<MyAllGather>;
 //   paro::Communicator<paro::threads::Transport, MyAlgorithms> comm(std::move(t));
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <string_view>
@@ -158,22 +159,66 @@ struct AlgorithmList {
     return p;
   }
 
-  // The fastest predicted algorithm for c: flat ones always, hierarchical ones where the scope has
-  // levels, native never (it is not modelled). Ties go to the one listed first.
-  static Choice best(const CostModel& m, Collective c, std::size_t full_bytes, const CostShape& s) {
-    bool found = false;
-    Choice best{Algorithm::automatic, {}};
-    auto consider = [&](auto d) {
-      using D = decltype(d);
+  // How automatic decides for c at one size (what `paro-bench --explain` prints): every candidate, flat
+  // ones always, hierarchical ones where the scope has levels, native never (it is not modelled).
+  // Candidates predicted within the model's error of the fastest are a near tie that another calibration
+  // could flip: among them wins the lowest sum of predicted time over the near tie's best at this size
+  // and at a quarter and four times it, then the one listed first. So the pick follows the trend over
+  // sizes rather than one size's noise, and depends only on (model, collective, size, shape).
+  struct Candidate {
+    Algorithm algorithm;
+    Prediction prediction;  // corrections included
+    double correction;      // the measured correction in it
+    bool near = false;      // within the model's error of the fastest
+    double score = 0;       // near ones: the sum above
+  };
+  struct Decision {
+    std::vector<Candidate> candidates;  // list order
+    std::size_t fastest = 0, picked = 0;
+  };
+
+  static Decision decide(const CostModel& m, Collective c, std::size_t full_bytes, const CostShape& s) {
+    Decision d;
+    auto consider = [&](auto descriptor) {
+      using D = decltype(descriptor);
       if (D::family == Family::native || !algorithms::implements<D>(c)) return;
       if (D::family == Family::hierarchical && !s.hierarchical()) return;
-      const Prediction p = predict(m, D::id, c, full_bytes, s);
-      if (!found || p.time_us < best.prediction.time_us * (1 - 1e-9)) best = {D::id, p};
-      found = true;
+      d.candidates.push_back({D::id, predict(m, D::id, c, full_bytes, s),
+                              m.links().correction(c, D::id, static_cast<double>(full_bytes))});
     };
     (consider(Descriptors{}), ...);
-    paro::detail::require(found, paro::name_of(c), ": no registered algorithm implements it");
-    return best;
+    paro::detail::require(!d.candidates.empty(), paro::name_of(c), ": no registered algorithm implements it");
+    auto& cs = d.candidates;
+    for (std::size_t i = 1; i < cs.size(); ++i)
+      if (cs[i].prediction.time_us < cs[d.fastest].prediction.time_us) d.fastest = i;
+    const double limit = cs[d.fastest].prediction.time_us * (1 + m.links().model_error);
+    std::size_t near = 0;
+    for (Candidate& k : cs) near += k.near = k.prediction.time_us <= limit;
+    d.picked = d.fastest;
+    if (near < 2) return d;
+    for (std::size_t bytes : {full_bytes / 4, full_bytes, full_bytes * 4}) {
+      if (bytes == 0) continue;
+      std::vector<double> t(cs.size(), 0);
+      double lowest = 0;
+      for (std::size_t i = 0; i < cs.size(); ++i)
+        if (cs[i].near) {
+          t[i] = bytes == full_bytes ? cs[i].prediction.time_us : predict(m, cs[i].algorithm, c, bytes, s).time_us;
+          lowest = lowest == 0 ? t[i] : std::min(lowest, t[i]);
+        }
+      for (std::size_t i = 0; i < cs.size(); ++i)
+        if (cs[i].near) cs[i].score += t[i] / std::max(lowest, 1e-9);
+    }
+    d.picked = cs.size();
+    for (std::size_t i = 0; i < cs.size(); ++i)
+      if (cs[i].near && (d.picked == cs.size() || cs[i].score < cs[d.picked].score * (1 - 1e-9))) d.picked = i;
+    return d;
+  }
+
+  // automatic's pick for c (decide()).
+  static Choice best(const CostModel& m, Collective c, std::size_t full_bytes, const CostShape& s) {
+    const Decision d = decide(m, c, full_bytes, s);
+    const Candidate& k = d.candidates[d.picked];
+    return {k.algorithm, k.prediction};
   }
 };
 

@@ -1,11 +1,18 @@
 #pragma once
-// Measures the cost model's numbers on a communicator's backend and topology: per-step latency and
+// Measures the cost model's numbers on a communicator's backend and topology, and fits them
+// (algorithms/calibration_fit.hpp). First a starting point from direct measurements: per-step latency and
 // bandwidth of flat rings inside groups (intra) and along rails (inter, every rail at once, so that a
-// shared NIC is seen shared), local reduction and copy throughput with every rank busy, the cost of
-// starting lanes, and per collective and algorithm the measured time over the formulas'. The result is
-// what a cost file holds (algorithms::to_json writes it; PARO_COST_FILE reads it back).
+// shared NIC is seen shared), local reduction and copy throughput with every rank busy, and the cost of
+// starting lanes. Then every (collective, algorithm) at every 4x from 1 KiB to 16 MiB, in rounds that
+// time every algorithm of a size once each, in an order that rotates from round to round, so that the
+// machine's slow moments fall on all of them; the fit takes each point's median over the rounds. A
+// pipelined schedule (paro_cc) runs with the chunk its model gives it, so where the fitted model gives
+// another chunk than the one a point was timed with, the point is timed again under the fit and the fit
+// redone. The result's model is what a cost file holds (algorithms::to_json writes it; PARO_COST_FILE
+// reads it back).
 //
-//   paro::algorithms::LinkModel links = paro::calibrate(comm);   // collective: every rank calls it
+//   paro::algorithms::FitReport fit = paro::calibrate(comm);   // collective: every rank calls it
+//   if (fit.better_than_before()) write(paro::algorithms::to_json(fit.model));
 
 #include <algorithm>
 #include <cstddef>
@@ -13,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "paro/algorithms/calibration_fit.hpp"
 #include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/lanes.hpp"
 #include "paro/algorithms/registry.hpp"
@@ -24,12 +32,15 @@
 
 namespace paro {
 
-// Collective; takes seconds. Buffers are on the host, so comm's backend must be one over host memory.
-// From the link fit on, comm's cost model uses the fitted links (they decide pipeline chunks in the
-// per-algorithm measurements, as they will where the cost file is used).
+// Collective; takes seconds (rounds: how many times each point is timed). Buffers are on the host, so
+// comm's backend must be one over host memory. The timed calls run on the directly measured links (they
+// decide pipeline chunks); afterwards comm has the fit where it predicts the timings better than comm's
+// model before, else that model. The report says which.
 template <class Transport, class Registry>
-algorithms::LinkModel calibrate(Communicator<Transport, Registry>& comm) {
-  algorithms::LinkModel m = comm.cost_model().links();
+algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rounds = 5) {
+  detail::require(rounds >= 1 && rounds <= 1000, "calibrate: rounds must be in [1, 1000], not ", rounds);
+  const algorithms::CostModel in_use = comm.cost_model();
+  algorithms::LinkModel m = in_use.links();
   // Time per run of fn back to back, averaged over ranks (us): in steady state, so that ranks leaving the
   // barrier at different moments do not hide a shared link's queue.
   auto timed = [&](int repeats, auto&& fn) {
@@ -77,37 +88,78 @@ algorithms::LinkModel calibrate(Communicator<Transport, Registry>& comm) {
                             true, {}, [] {}, [] {});
                     }) /
               lane_calls;
-  comm.set_cost_model(algorithms::CostModel(m, comm.cost_model().bound_links()));
-  // Per collective and algorithm, measured time over the formulas' at every 4x from 1 KiB to 16 MiB. Small
-  // calls are repeated for about 20 ms (the same count on every rank), so that they are not one
-  // scheduler tick's noise.
-  const algorithms::CostModel formulas(m, comm.cost_model().bound_links());
-  const algorithms::CostShape& shape = comm.shape(Scope::global);
+  m.corrections.clear();
+
+  // Every (collective, algorithm) the model predicts at every 4x from 1 KiB to 16 MiB, timed per size in
+  // rotating rounds. Small calls are repeated for about 20 ms (the same count on every rank), so that
+  // they are not one scheduler tick's noise.
+  struct Point {
+    std::size_t timing;  // its entry in timings
+    std::size_t count;
+    std::vector<float> in, out;
+    int repeats = 1;
+  };
   const int n = comm.size();
-  for (Collective coll : all_collectives)
-    for (Algorithm algo : Registry::ids) {
-      if (Registry::family(algo) == algorithms::Family::native || !Registry::implements(algo, coll)) continue;
-      auto& points = m.corrections[{coll, algo}];
-      for (std::size_t full_bytes = std::size_t{1} << 10; full_bytes <= (std::size_t{1} << 24); full_bytes *= 4) {
+  const algorithms::CostShape& shape = comm.shape(Scope::global);
+  std::vector<algorithms::Timing> timings;
+  std::vector<std::vector<Point>> by_size;
+  for (std::size_t full_bytes = std::size_t{1} << 10; full_bytes <= (std::size_t{1} << 24); full_bytes *= 4) {
+    by_size.emplace_back();
+    for (Collective coll : all_collectives)
+      for (Algorithm algo : Registry::ids) {
+        if (Registry::family(algo) == algorithms::Family::native || !Registry::implements(algo, coll)) continue;
         const std::size_t count =
             coll == Collective::all_reduce ? full_bytes / 4 : full_bytes / 4 / static_cast<std::size_t>(n);
         const BufferShape buffers = buffer_shape(coll, count, n, comm.rank());
-        std::vector<float> in(buffers.in), out(buffers.out);
-        auto call = [&] {
-          call_collective(comm, coll, in.data(), out.data(), count, DataType::f32, ReduceOp::sum, {algo});
-        };
-        const int repeats = static_cast<int>(std::clamp(20e3 / std::max(1.0, timed(1, call)), 2.0, 200.0));
-        double runs[3];
-        for (double& t : runs) t = timed(repeats, call);
-        std::sort(runs, runs + 3);  // the median, against the noise of a shared machine
         const double measured_bytes = static_cast<double>(count * 4 * (coll == Collective::all_reduce ? 1 : n));
-        const double predicted_us =
-            Registry::formula(formulas, algo, coll, static_cast<std::size_t>(measured_bytes), shape).time_us;
-        points.emplace_back(measured_bytes, runs[1] / std::max(1e-3, predicted_us));
+        by_size.back().push_back(
+            {timings.size(), count, std::vector<float>(buffers.in), std::vector<float>(buffers.out)});
+        timings.push_back({coll, algo, measured_bytes, {}, 0});
       }
+  }
+  // Times the points `redo` picks under `links`, which decide their pipeline chunks.
+  auto time_points = [&](const algorithms::LinkModel& links, auto&& redo) {
+    comm.set_cost_model(in_use.with_links(links));
+    for (std::vector<Point>& points : by_size) {
+      std::vector<Point*> todo;
+      for (Point& p : points)
+        if (redo(timings[p.timing])) todo.push_back(&p);
+      auto call = [&](Point* p) {
+        return [&, p] {
+          const algorithms::Timing& t = timings[p->timing];
+          call_collective(comm, t.collective, p->in.data(), p->out.data(), p->count, DataType::f32, ReduceOp::sum,
+                          {t.algorithm});
+        };
+      };
+      for (Point* p : todo) {
+        p->repeats = static_cast<int>(std::clamp(20e3 / std::max(1.0, timed(1, call(p))), 2.0, 200.0));
+        timings[p->timing].runs_us.clear();
+        timings[p->timing].chunk_bytes =
+            algorithms::planned_chunk<Registry>(comm.cost_model(), shape, timings[p->timing]);
+      }
+      for (int round = 0; round < rounds; ++round)
+        for (std::size_t k = 0; k < todo.size(); ++k) {
+          Point* p = todo[(k + static_cast<std::size_t>(round) * 7) % todo.size()];
+          timings[p->timing].runs_us.push_back(timed(p->repeats, call(p)));
+        }
     }
-  m.source = "paro::calibrate";
-  return m;
+  };
+  time_points(m, [](const algorithms::Timing&) { return true; });
+  algorithms::FitReport fit = algorithms::fit_cost_model<Registry>(m, in_use, shape, timings);
+  // A pipelined schedule's time depends on the chunk its model gives it: where the fit gives another
+  // chunk than the calls ran with, they are timed again under the fit, and the fit redone (at most twice).
+  for (int pass = 0; pass < 2; ++pass) {
+    const algorithms::CostModel fitted = in_use.with_links(fit.model);
+    auto moved = [&](const algorithms::Timing& t) {
+      return algorithms::planned_chunk<Registry>(fitted, shape, t) != t.chunk_bytes;
+    };
+    if (std::none_of(timings.begin(), timings.end(), moved)) break;
+    time_points(fit.model, moved);
+    fit = algorithms::fit_cost_model<Registry>(fit.model, in_use, shape, timings);
+  }
+  fit.model.source = "paro::calibrate";
+  comm.set_cost_model(fit.better_than_before() ? in_use.with_links(fit.model) : in_use);
+  return fit;
 }
 
 }  // namespace paro

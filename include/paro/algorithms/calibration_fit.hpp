@@ -1,0 +1,214 @@
+#pragma once
+// Turns timings of every (collective, algorithm, size) into a cost model that a noisy machine cannot fool
+// (communicator/calibration.hpp takes the timings; this file only computes, so tests feed it numbers):
+//   1. each point is the median of its repeated runs, and its noise their relative median deviation;
+//   2. the physical numbers (links, per-message step, lane start, reduce and copy throughput) are fitted
+//      jointly to every point at once, minimising the mean |log(predicted / measured)|: an absolute error,
+//      so that one 3x spike moves the fit no more than any other point does;
+//   3. what the fitted formulas still miss becomes a correction per (collective, algorithm) only where the
+//      data agree: the residuals are smoothed by a median of three neighbouring sizes (one odd size cannot
+//      make one), set to 1 where within the noise, and bounded to [1/3, 3]; beyond the calibrated sizes
+//      the nearest holds (LinkModel::correction);
+//   4. the report says how well the model before, the fitted links, and the links with corrections
+//      predict the measurements; the caller refuses a fit that predicts worse than the model before.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "paro/algorithms/cost_model.hpp"
+
+namespace paro::algorithms {
+
+// Repeated timings of one call (us), each run taken in a round that also timed every other algorithm at
+// its size, so that a slow moment of the machine falls on all of them.
+struct Timing {
+  Collective collective;
+  Algorithm algorithm;
+  double bytes;  // the full buffer
+  std::vector<double> runs_us;
+  std::size_t chunk_bytes = 0;  // the pipeline chunk the calls ran with (planned_chunk)
+};
+
+// The pipeline chunk that `model` gives a call of t's collective, algorithm and size: a pipelined
+// schedule's time depends on it, so a timing describes the model it was taken under.
+template <class Registry>
+std::size_t planned_chunk(const CostModel& model, const CostShape& shape, const Timing& t) {
+  return Registry::predict(model, t.algorithm, t.collective, static_cast<std::size_t>(t.bytes), shape)
+      .pipeline_chunk_bytes;
+}
+
+struct FittedPoint {
+  Collective collective;
+  Algorithm algorithm;
+  double bytes;
+  double measured_us;  // median of the runs
+  double noise;        // median |run - median| / median
+  double before_us;    // the model in use before the fit, corrections included
+  double links_us;     // the fitted formulas
+  double fitted_us;    // the fitted formulas with their corrections
+};
+
+struct FitReport {
+  LinkModel model;  // fitted links, corrections and model_error
+  std::vector<FittedPoint> points;
+  // Mean |log(predicted / measured)| over the points; exp(e) - 1 is the typical relative error.
+  double before_error = 0, links_error = 0, fitted_error = 0;
+  double noise = 0;  // median of the points' noise
+  bool better_than_before() const { return fitted_error <= before_error; }
+};
+
+namespace fit_detail {
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// The fitted numbers, as pointers into a LinkModel, with their range: times (us) between 0.05 (a latency of
+// exactly 0 could never grow by a factor) and 10 ms; throughputs within 64x of where they started, so that
+// one no formula in the data depends on (copies, where no algorithm copies much) cannot wander off.
+struct Parameter {
+  double* value;
+  double least, most;
+};
+
+inline std::array<Parameter, 8> parameters(LinkModel& m) {
+  auto time = [](double& v) { return Parameter{&v, 0.05, 1e4}; };
+  auto rate = [](double& v) { return Parameter{&v, v / 64, v * 64}; };
+  return {{rate(m.intra.gbps), time(m.intra.latency_us), rate(m.inter.gbps), time(m.inter.latency_us), time(m.step_us),
+           time(m.lane_us), rate(m.reduce_gbps), rate(m.copy_gbps)}};
+}
+
+}  // namespace fit_detail
+
+// Corrections beyond this factor are not believed: the formula, not a correction, must be fixed there.
+inline constexpr double max_correction = 3;
+// Residuals within max(this, 2 x a point's noise) are noise: no correction.
+inline constexpr double min_noise = 0.05;
+
+// Fits a link model to the timings on a scope of `shape`, starting from whichever of `start` (direct
+// measurements) and in_use's links (the model in use; the report compares against it) predicts them
+// better. Registry gives the formulas (registry.hpp's AlgorithmList). Deterministic: every rank that
+// feeds the same timings gets the same model, bit for bit.
+template <class Registry>
+FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const CostShape& shape,
+                         const std::vector<Timing>& timings) {
+  const LinkModel& before = in_use.links();
+  using fit_detail::median;
+  FitReport r;
+  for (const Timing& t : timings) {
+    detail::require(!t.runs_us.empty() && t.bytes > 0, "fit_cost_model: ", name_of(t.collective), " ",
+                    Registry::name_of(t.algorithm), " at ", t.bytes, " bytes has no runs");
+    const double m = std::max(1e-3, median(t.runs_us));
+    std::vector<double> deviation;
+    for (double x : t.runs_us) deviation.push_back(std::abs(x - m));
+    r.points.push_back({t.collective, t.algorithm, t.bytes, m, median(deviation) / m, 0, 0, 0});
+  }
+  detail::require(!r.points.empty(), "fit_cost_model: no timings");
+  auto formula = [&](const LinkModel& links, const FittedPoint& p) {
+    return Registry::formula(in_use.with_links(links), p.algorithm, p.collective, static_cast<std::size_t>(p.bytes),
+                             shape)
+        .time_us;
+  };
+  auto error = [](double predicted, double measured) {
+    return std::abs(std::log(std::max(1e-3, predicted) / measured));
+  };
+  auto mean_error = [&](const LinkModel& links) {  // the formulas alone
+    double sum = 0;
+    for (const FittedPoint& p : r.points) sum += error(formula(links, p), p.measured_us);
+    return sum / static_cast<double>(r.points.size());
+  };
+
+  // 2. Coordinate descent in log space: scale one number by f or 1/f while that helps, halve log f when
+  // no number moves. Bounded, so a pathological input cannot make it spin.
+  LinkModel links = start, uncorrected = before;
+  links.corrections.clear();
+  uncorrected.corrections.clear();
+  double best = mean_error(links);
+  if (const double e = mean_error(uncorrected); e < best) {
+    links = uncorrected;
+    best = e;
+  }
+  int evaluations = 0;
+  auto numbers = fit_detail::parameters(links);
+  for (double f = 2; f > 1.002 && evaluations < 4000;) {
+    bool moved = false;
+    for (const fit_detail::Parameter& p : numbers) {
+      for (double step : {f, 1 / f}) {
+        const double was = *p.value;
+        *p.value = std::clamp(std::max(was, p.least) * step, p.least, p.most);
+        const double e = mean_error(links);
+        ++evaluations;
+        if (e < best - 1e-12) {
+          best = e;
+          moved = true;
+          break;
+        }
+        *p.value = was;
+      }
+    }
+    if (!moved) f = std::sqrt(f);
+  }
+
+  // 3. Corrections: per (collective, algorithm), the residual log(measured / formula) by size, the median
+  // of each size and its neighbours, zero within the noise, bounded.
+  std::map<std::pair<Collective, Algorithm>, std::vector<const FittedPoint*>> series;
+  for (FittedPoint& p : r.points) {
+    p.before_us = formula(before, p) * before.correction(p.collective, p.algorithm, p.bytes);
+    p.links_us = formula(links, p);
+    series[{p.collective, p.algorithm}].push_back(&p);
+  }
+  for (auto& [key, points] : series) {
+    std::sort(points.begin(), points.end(),
+              [](const FittedPoint* a, const FittedPoint* b) { return a->bytes < b->bytes; });
+    std::vector<double> residual;
+    for (const FittedPoint* p : points) residual.push_back(std::log(p->measured_us / std::max(1e-3, p->links_us)));
+    const std::size_t n = residual.size();
+    LinkModel::Correction k;
+    bool any = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      // The median of a size and its two neighbours; at an end, the missing neighbour is the line through
+      // the two inner ones, so that a trend reaches the end and a lone deviation there does not.
+      double smooth = residual[i];
+      if (n >= 3) {
+        const std::size_t a = i == 0 ? 1 : i == n - 1 ? n - 2 : i - 1, b = i == 0 ? 2 : i == n - 1 ? n - 3 : i + 1;
+        const double other = i == 0 || i == n - 1 ? 2 * residual[a] - residual[b] : residual[b];
+        smooth = median({residual[a], residual[i], other});
+      } else if (n == 2) {
+        smooth = (residual[0] + residual[1]) / 2;
+      }
+      const double noise = std::max(min_noise, 2 * points[i]->noise);
+      double c = std::abs(smooth) <= std::log1p(noise) ? 0 : smooth;
+      c = std::clamp(c, -std::log(max_correction), std::log(max_correction));
+      any = any || c != 0;
+      k.emplace_back(points[i]->bytes, std::exp(c));
+    }
+    if (any) links.corrections[key] = k;
+  }
+
+  for (FittedPoint& p : r.points) p.fitted_us = p.links_us * links.correction(p.collective, p.algorithm, p.bytes);
+  std::vector<double> noises;
+  double before_sum = 0, fitted_sum = 0;
+  for (const FittedPoint& p : r.points) {
+    noises.push_back(p.noise);
+    before_sum += error(p.before_us, p.measured_us);
+    fitted_sum += error(p.fitted_us, p.measured_us);
+  }
+  const double points = static_cast<double>(r.points.size());
+  r.before_error = before_sum / points;
+  r.links_error = best;
+  r.fitted_error = fitted_sum / points;
+  r.noise = median(noises);
+  links.model_error = std::max(min_noise, std::expm1(r.fitted_error));
+  r.model = links;
+  return r;
+}
+
+}  // namespace paro::algorithms
