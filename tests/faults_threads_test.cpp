@@ -81,8 +81,8 @@ struct Outcome {
 };
 
 // On every rank: a clean run of c (it builds the scopes' communicators and counts the faulty rank's
-// messages), then the same run with `kind` on the middle one of those messages, then a barrier, which a
-// rank whose part of the collective finished before the fault took effect fails in instead.
+// messages), a barrier, then the same run with `kind` on the middle one of those messages, then a
+// barrier, which a rank whose part of the collective finished before the fault took effect fails in.
 template <class MakeTransport>
 std::vector<Outcome> run_with_fault(FaultKind kind, Collective c, Algorithm a, MakeTransport make_transport) {
   const std::optional<std::string> saved = paro::env::get("PARO_TIMEOUT");
@@ -101,7 +101,11 @@ std::vector<Outcome> run_with_fault(FaultKind kind, Collective c, Algorithm a, M
         fault.delay_ms = kind == FaultKind::delay ? 200 : 0;
         wire.inject(fault);
         if (!run_and_check(comm, c, a)) o.error = "the clean run was wrong";
-        fault.message = std::max(1L, (wire.sent() + 1) / 2);
+        const long clean_messages = wire.sent();
+        // Every rank finishes the clean run before any starts the faulty one: a fault's error stops the
+        // whole threads world, and must not reach a rank still in the clean run, outside its try.
+        comm.barrier();
+        fault.message = std::max(1L, (clean_messages + 1) / 2);
         o.hit = fault.message;
         wire.inject(fault);
         const auto start = std::chrono::steady_clock::now();
