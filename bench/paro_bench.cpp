@@ -611,19 +611,20 @@ void explain(paro::Communicator<Transport>& comm, const Settings& s) {
     for (std::size_t bytes : paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor)) {
       const auto d = Registry::decide(model, coll, bytes, comm.shape(scope));
       std::printf("%s %zu (bound %.1f us):", paro::name_of(coll), bytes, comm.lower_bound_us(coll, bytes, scope));
-      for (const auto& k : d.candidates) {
+      for (std::size_t i = 0; i < d.count; ++i) {
+        const auto& k = d.candidates[i];
         std::printf("  %s %.1f (x%.2f)", paro::name_of(k.algorithm), k.prediction.time_us, k.correction);
         if (k.score > 0) std::printf("*%.3f", k.score);  // scored: one of a near tie
       }
       const auto& pick = d.candidates[d.picked];
       std::size_t runner_up = d.picked == 0 ? 1 : 0;
-      for (std::size_t i = 0; i < d.candidates.size(); ++i)
+      for (std::size_t i = 0; i < d.count; ++i)
         if (i != d.picked && d.candidates[i].prediction.time_us < d.candidates[runner_up].prediction.time_us)
           runner_up = i;
       if (const Algorithm runs = comm.resolve(coll, bytes, Algorithm::automatic, scope); runs != pick.algorithm)
         std::printf("  -> %s, forced by PARO_ALGO (the model picks %s)\n", paro::name_of(runs),
                     paro::name_of(pick.algorithm));
-      else if (d.candidates.size() < 2)
+      else if (d.count < 2)
         std::printf("  -> %s, the only candidate\n", paro::name_of(pick.algorithm));
       else if (d.picked == d.fastest && !d.candidates[runner_up].near)
         std::printf("  -> %s, fastest by %.0f%% over %s\n", paro::name_of(pick.algorithm),

@@ -112,17 +112,16 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
     r.points.push_back({t.collective, t.algorithm, t.bytes, m, median(deviation) / m, 0, 0, 0});
   }
   detail::require(!r.points.empty(), "fit_cost_model: no timings");
-  auto formula = [&](const LinkModel& links, const FittedPoint& p) {
-    return Registry::formula(in_use.with_links(links), p.algorithm, p.collective, static_cast<std::size_t>(p.bytes),
-                             shape)
-        .time_us;
+  auto formula = [&](const CostModel& model, const FittedPoint& p) {
+    return Registry::formula(model, p.algorithm, p.collective, static_cast<std::size_t>(p.bytes), shape).time_us;
   };
   auto error = [](double predicted, double measured) {
     return std::abs(std::log(std::max(1e-3, predicted) / measured));
   };
   auto mean_error = [&](const LinkModel& links) {  // the formulas alone
+    const CostModel model = in_use.with_links(links);
     double sum = 0;
-    for (const FittedPoint& p : r.points) sum += error(formula(links, p), p.measured_us);
+    for (const FittedPoint& p : r.points) sum += error(formula(model, p), p.measured_us);
     return sum / static_cast<double>(r.points.size());
   };
 
@@ -160,9 +159,10 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
   // 3. Corrections: per (collective, algorithm), the residual log(measured / formula) by size, the median
   // of each size and its neighbours, zero within the noise, bounded.
   std::map<std::pair<Collective, Algorithm>, std::vector<const FittedPoint*>> series;
+  const CostModel fitted_links = in_use.with_links(links);
   for (FittedPoint& p : r.points) {
-    p.before_us = formula(before, p) * before.correction(p.collective, p.algorithm, p.bytes);
-    p.links_us = formula(links, p);
+    p.before_us = formula(in_use, p) * before.correction(p.collective, p.algorithm, p.bytes);
+    p.links_us = formula(fitted_links, p);
     series[{p.collective, p.algorithm}].push_back(&p);
   }
   for (auto& [key, points] : series) {

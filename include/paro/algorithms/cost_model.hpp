@@ -44,7 +44,7 @@ struct LinkModel {
   using Correction = std::vector<std::pair<double, double>>;  // (full-buffer bytes, ratio), by bytes
   std::map<std::pair<Collective, Algorithm>, Correction> corrections;
   // How far predictions may be off (a fraction; a calibration measures it): algorithms predicted within it
-  // of the fastest are told apart by their predictions at the neighbouring sizes (AlgorithmList::best).
+  // of the fastest are told apart by their predictions at the neighbouring sizes (AlgorithmList::decide).
   double model_error = 0.05;
   std::string source = "default preset";
 

@@ -166,15 +166,16 @@ struct AlgorithmList {
   // and at a quarter and four times it, then the one listed first. So the pick follows the trend over
   // sizes rather than one size's noise, and depends only on (model, collective, size, shape).
   struct Candidate {
-    Algorithm algorithm;
+    Algorithm algorithm{};
     Prediction prediction;  // corrections included
-    double correction;      // the measured correction in it
+    double correction = 1;  // the measured correction in it
     bool near = false;      // within the model's error of the fastest
     double score = 0;       // near ones: the sum above
   };
+  // Fixed capacity, so that deciding, which every automatic call does, allocates nothing.
   struct Decision {
-    std::vector<Candidate> candidates;  // list order
-    std::size_t fastest = 0, picked = 0;
+    std::array<Candidate, sizeof...(Descriptors)> candidates{};  // the first `count`, in list order
+    std::size_t count = 0, fastest = 0, picked = 0;
   };
 
   static Decision decide(const CostModel& m, Collective c, std::size_t full_bytes, const CostShape& s) {
@@ -183,34 +184,34 @@ struct AlgorithmList {
       using D = decltype(descriptor);
       if (D::family == Family::native || !algorithms::implements<D>(c)) return;
       if (D::family == Family::hierarchical && !s.hierarchical()) return;
-      d.candidates.push_back({D::id, predict(m, D::id, c, full_bytes, s),
-                              m.links().correction(c, D::id, static_cast<double>(full_bytes))});
+      d.candidates[d.count++] = {D::id, predict(m, D::id, c, full_bytes, s),
+                                 m.links().correction(c, D::id, static_cast<double>(full_bytes))};
     };
     (consider(Descriptors{}), ...);
-    paro::detail::require(!d.candidates.empty(), paro::name_of(c), ": no registered algorithm implements it");
+    paro::detail::require(d.count > 0, paro::name_of(c), ": no registered algorithm implements it");
     auto& cs = d.candidates;
-    for (std::size_t i = 1; i < cs.size(); ++i)
+    for (std::size_t i = 1; i < d.count; ++i)
       if (cs[i].prediction.time_us < cs[d.fastest].prediction.time_us) d.fastest = i;
     const double limit = cs[d.fastest].prediction.time_us * (1 + m.links().model_error);
     std::size_t near = 0;
-    for (Candidate& k : cs) near += k.near = k.prediction.time_us <= limit;
+    for (std::size_t i = 0; i < d.count; ++i) near += cs[i].near = cs[i].prediction.time_us <= limit;
     d.picked = d.fastest;
     if (near < 2) return d;
     for (std::size_t bytes : {full_bytes / 4, full_bytes, full_bytes * 4}) {
       if (bytes == 0) continue;
-      std::vector<double> t(cs.size(), 0);
+      std::array<double, sizeof...(Descriptors)> t{};
       double lowest = 0;
-      for (std::size_t i = 0; i < cs.size(); ++i)
+      for (std::size_t i = 0; i < d.count; ++i)
         if (cs[i].near) {
           t[i] = bytes == full_bytes ? cs[i].prediction.time_us : predict(m, cs[i].algorithm, c, bytes, s).time_us;
           lowest = lowest == 0 ? t[i] : std::min(lowest, t[i]);
         }
-      for (std::size_t i = 0; i < cs.size(); ++i)
+      for (std::size_t i = 0; i < d.count; ++i)
         if (cs[i].near) cs[i].score += t[i] / std::max(lowest, 1e-9);
     }
-    d.picked = cs.size();
-    for (std::size_t i = 0; i < cs.size(); ++i)
-      if (cs[i].near && (d.picked == cs.size() || cs[i].score < cs[d.picked].score * (1 - 1e-9))) d.picked = i;
+    d.picked = d.count;
+    for (std::size_t i = 0; i < d.count; ++i)
+      if (cs[i].near && (d.picked == d.count || cs[i].score < cs[d.picked].score * (1 - 1e-9))) d.picked = i;
     return d;
   }
 

@@ -88,7 +88,6 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
                             true, {}, [] {}, [] {});
                     }) /
               lane_calls;
-  m.corrections.clear();
 
   // Every (collective, algorithm) the model predicts at every 4x from 1 KiB to 16 MiB, timed per size in
   // rotating rounds. Small calls are repeated for about 20 ms (the same count on every rank), so that
