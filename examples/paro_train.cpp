@@ -6,23 +6,34 @@
 //   paro-train --config ds_config.json --accum 4 --trainable fc2,head
 //   paro-train --strategy NNN --compress separate --ratio 32 [--no-error-feedback] [--adaptive] [--block-cols 256]
 //   mpirun -np 8 paro-train --backend mpi --emulate nodes=2,ranks=4 --strategy IIG
+//   paro-train --strategy NIG --steps 300 --checkpoint-dir ckpt --checkpoint-every 50   [--resume]
 //
 // Prints the loss per step, the step time, and per rank the bytes held (measured: the engine's buffers;
 // model: dp::footprint) and sent per step inside groups and between them (measured: every message,
 // counted by the paced transport; model: dp::traffic). Groups are the emulated nodes.
+//
+// Checkpoints (dp/checkpoint.hpp): every N steps and at the end, the engine's shards, SEPARATE's state per
+// rank and trainer.json (the step and the data position: samples consumed) into --checkpoint-dir's
+// step-NNNNNNNN folder, made the latest only once complete. --resume continues from the latest, also with
+// another strategy or rank count (without SEPARATE, whose error feedback is per rank).
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "paro/communicator/over_ranks.hpp"
 #include "paro/compression/separate.hpp"
+#include "paro/dp/checkpoint.hpp"
+#include "paro/dp/deepspeed_config.hpp"
 #include "paro/dp/engine.hpp"
 #include "paro/dp/model.hpp"
 #include "paro/paro.hpp"
@@ -53,48 +64,20 @@ struct Settings {
   std::string error_rule = "smoothed";
   std::size_t block_cols = 0, min_elements = 4096;
   std::string json_path;
+  std::string checkpoint_dir;
+  int checkpoint_every = 0, keep_checkpoints = 2;
+  bool resume = false;
+  int kill_at_step = -1, kill_rank = 0;
 };
 
-// DeepSpeed's keys that mean something here; others are ignored, as DeepSpeed configs carry many.
+// A DeepSpeed-style config (dp/deepspeed_config.hpp); flags given on the command line win.
 void apply_config(Settings& s, const std::string& path, const CLI::App& app) {
-  std::ifstream in(path);
-  paro::detail::require(static_cast<bool>(in), "--config: cannot read '", path, "'");
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const std::exception& e) {
-    throw paro::UsageError(paro::detail::concat("--config '", path, "': not JSON (", e.what(), ")"));
-  }
-  auto given = [&](const char* flag) { return app.count(flag) > 0; };  // the command line wins
-  try {
-    if (j.contains("zero_optimization") && !given("--strategy")) {
-      const auto& z = j.at("zero_optimization");
-      std::string chosen;
-      if (z.contains("paro_strategy")) chosen = Strategy::parse(z.at("paro_strategy").get<std::string>()).name();
-      if (z.contains("stage")) {
-        const std::string staged = paro::dp::zero_stage(z.at("stage").get<int>()).name();
-        paro::detail::require(chosen.empty() || chosen == staged, "--config: zero_optimization has paro_strategy ",
-                              chosen, " and stage ", z.at("stage").get<int>(), " (", staged, "); give one");
-        chosen = staged;
-      }
-      if (!chosen.empty()) s.strategy = chosen;
-    }
-    if (j.contains("gradient_accumulation_steps") && !given("--accum"))
-      s.accumulation = j.at("gradient_accumulation_steps").get<int>();
-    if (j.contains("train_micro_batch_size_per_gpu") && !given("--batch"))
-      s.batch = j.at("train_micro_batch_size_per_gpu").get<int>();
-    if (j.contains("optimizer") && !given("--lr")) {
-      const auto& o = j.at("optimizer");
-      const std::string type = o.value("type", "Adam");
-      paro::detail::require(type == "Adam" || type == "AdamW" || type == "adam", "--config: optimizer type '", type,
-                            "'; this trainer runs Adam");
-      if (o.contains("params") && o.at("params").contains("lr")) s.lr = o.at("params").at("lr").get<float>();
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw paro::UsageError(paro::detail::concat("--config '", path, "': ", e.what()));
-  }
-  paro::detail::require(s.accumulation >= 1 && s.batch >= 1, "--config: gradient_accumulation_steps and ",
-                        "train_micro_batch_size_per_gpu must be >= 1");
+  const paro::dp::DeepSpeedConfig c = paro::dp::DeepSpeedConfig::read(path);
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  if (c.strategy && !given("--strategy")) s.strategy = c.strategy->name();
+  if (c.accumulation && !given("--accum")) s.accumulation = *c.accumulation;
+  if (c.micro_batch && !given("--batch")) s.batch = *c.micro_batch;
+  if (c.lr && !given("--lr")) s.lr = *c.lr;
 }
 
 struct RunResult {
@@ -105,7 +88,22 @@ struct RunResult {
   bool traffic_modelled = true;
   double wire_bytes = 0;  // SEPARATE: per step
   std::vector<float> final_params;
+  std::uint64_t params_hash = 0;
 };
+
+// FNV-1a over the parameters' bytes: a fingerprint two runs can compare bit for bit.
+std::uint64_t fnv1a(const std::vector<float>& values) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (std::size_t i = 0; i < values.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  return h;
+}
+
+std::string hex(std::uint64_t h) {
+  char text[20];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
 
 template <class Transport>
 class Trainer {
@@ -121,31 +119,41 @@ class Trainer {
     std::unique_ptr<paro::compression::Separate> separate;
     if (s_.compress == "separate") separate = compressor(engine);
     RunResult r;
+    position_ = 0;
+    const int first = s_.resume ? resume(engine, separate.get(), strategy) : 0;
+    const int steps = s_.steps - first;
+    paro::detail::require(steps >= 1, "--resume: the checkpoint is at step ", first, "; --steps ", s_.steps,
+                          " leaves nothing to run");
     take_traffic();
     double seconds = 0;
-    for (int k = 0; k < s_.steps; ++k) {
+    for (int k = first; k < s_.steps; ++k) {
+      if (k == s_.kill_at_step && comm_.rank() == s_.kill_rank) std::raise(SIGKILL);
       comm_.barrier();
       take_traffic();  // not the step's: the barrier, the last step's loss
       const auto start = std::chrono::steady_clock::now();
       double loss = 0;
       for (int a = 0; a < s_.accumulation; ++a) {
         engine.begin_micro_step();
-        loss += micro_step_loss(engine, batch(k, a));
+        loss += micro_step_loss(engine, batch(a));
         engine.end_micro_step();
       }
       engine.step(s_.accumulation);
+      position_ += samples_per_step();
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const paro::dp::Traffic t = take_traffic();
       r.sent.intra += t.intra;
       r.sent.inter += t.inter;
-      if (separate) r.wire_bytes += static_cast<double>(separate->last_call().wire_bytes) / s_.steps;
+      if (separate) r.wire_bytes += static_cast<double>(separate->last_call().wire_bytes) / steps;
       r.losses.push_back(paro::mean_over_ranks(comm_, loss / s_.accumulation));
       if (comm_.rank() == 0 && s_.log_every > 0 && (k % s_.log_every == 0 || k + 1 == s_.steps))
         std::printf("  %s step %4d  loss %.4f\n", strategy.name().c_str(), k, r.losses.back());
+      if (!s_.checkpoint_dir.empty() &&
+          ((s_.checkpoint_every > 0 && (k + 1) % s_.checkpoint_every == 0) || k + 1 == s_.steps))
+        save(engine, separate.get(), strategy, k + 1);
     }
-    r.sent.intra /= s_.steps;  // exact: every step sends the same bytes
-    r.sent.inter /= s_.steps;
-    r.step_ms = paro::mean_over_ranks(comm_, seconds / s_.steps * 1e3);
+    r.sent.intra /= steps;  // exact: every step sends the same bytes
+    r.sent.inter /= steps;
+    r.step_ms = paro::mean_over_ranks(comm_, seconds / steps * 1e3);
     r.held = engine.memory();
     r.model_held = paro::dp::footprint(strategy, engine.sizes(), engine.cluster());
     if (s_.overlap) r.model_held.full_grads *= 2;  // the gradient in flight beside the one being computed
@@ -154,6 +162,7 @@ class Trainer {
     engine.begin_micro_step();
     r.validation = validation_loss(engine.trainable_params(), engine.frozen_params());
     r.final_params = engine.gather_trainable();
+    r.params_hash = fnv1a(r.final_params);
     take_traffic();
     return r;
   }
@@ -165,7 +174,90 @@ class Trainer {
   const Settings& s_;
   const paro::train::Corpus& corpus_;
   paro::train::CharMlp model_;
-  std::vector<float> exact_;  // --verify: this micro-step's gradient before it is put on the grid
+  std::vector<float> exact_;    // --verify: this micro-step's gradient before it is put on the grid
+  std::uint64_t position_ = 0;  // samples of the training text consumed by all ranks so far
+
+  std::uint64_t samples_per_step() const {
+    return static_cast<std::uint64_t>(s_.accumulation) * static_cast<std::uint64_t>(comm_.size()) *
+           static_cast<std::uint64_t>(s_.batch);
+  }
+
+  static std::string separate_file(const std::string& folder, int rank) {
+    return paro::detail::concat(folder, "/separate-rank-", rank, ".bin");
+  }
+
+  // A checkpoint of the state after `step` steps (collective): the engine's shards, SEPARATE's state of every
+  // rank, trainer.json; then rank 0 makes it the latest.
+  void save(paro::dp::Engine<Transport>& engine, paro::compression::Separate* separate, const Strategy& strategy,
+            int step) {
+    const paro::dp::CheckpointDirectory dir(s_.checkpoint_dir);
+    const std::string folder = dir.create(step);
+    engine.save(folder);
+    const std::string fingerprint = hex(fnv1a(engine.gather_trainable()));
+    paro::on_every_rank_or_none(comm_, "checkpoint save", [&] {
+      if (separate) {
+        std::ostringstream state;
+        separate->save(state);
+        paro::dp::write_file_atomically(separate_file(folder, comm_.rank()), state.str());
+      }
+      if (comm_.rank() != 0) return;
+      const nlohmann::json t = {{"step", step},
+                                {"samples", position_},
+                                {"ranks", comm_.size()},
+                                {"strategy", strategy.name()},
+                                {"compress", s_.compress},
+                                {"corpus_characters", corpus_.size()},
+                                {"parameters_fnv1a64", fingerprint}};
+      paro::dp::write_file_atomically(folder + "/trainer.json", t.dump(2) + "\n");
+    });
+    if (comm_.rank() == 0) {
+      dir.commit(step, s_.keep_checkpoints);
+      std::printf("  %s checkpoint: step %d in %s (trainable parameters fnv1a-64 %s)\n", strategy.name().c_str(), step,
+                  folder.c_str(), fingerprint.c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  // Loads the latest checkpoint (collective); returns its step.
+  int resume(paro::dp::Engine<Transport>& engine, paro::compression::Separate* separate, const Strategy& strategy) {
+    const paro::dp::CheckpointDirectory dir(s_.checkpoint_dir);
+    const std::optional<long> latest = dir.latest();
+    paro::detail::require(latest.has_value(), "--resume: '", s_.checkpoint_dir,
+                          "' holds no complete checkpoint (no 'latest' file)");
+    const std::string folder = dir.step_path(*latest), path = folder + "/trainer.json";
+    int saved_ranks = 0;
+    std::uint64_t samples = 0;
+    std::string saved_strategy;
+    try {
+      const nlohmann::json t = nlohmann::json::parse(paro::dp::read_whole_file(path));
+      paro::detail::require(t.at("step").get<long>() == *latest, "--resume: '", path, "': step ", t.at("step").dump(),
+                            " is not its folder's");
+      paro::detail::require(t.at("corpus_characters").get<std::size_t>() == corpus_.size(), "--resume: '", path,
+                            "' was trained on a text of ", t.at("corpus_characters").dump(),
+                            " characters; --corpus has ", corpus_.size());
+      saved_ranks = t.at("ranks").get<int>();
+      samples = t.at("samples").get<std::uint64_t>();
+      saved_strategy = t.at("strategy").get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      throw paro::UsageError(paro::detail::concat("--resume: '", path, "': ", e.what()));
+    }
+    if (separate) {
+      paro::detail::require(saved_ranks == comm_.size(), "--resume: SEPARATE's error feedback is per rank; the ",
+                            "checkpoint has ", saved_ranks, " ranks, this run ", comm_.size());
+      paro::on_every_rank_or_none(comm_, "--resume", [&] {
+        std::istringstream state(paro::dp::read_whole_file(separate_file(folder, comm_.rank())));
+        separate->load(state);
+      });
+    }
+    engine.load(folder);
+    position_ = samples;
+    const std::string fingerprint = hex(fnv1a(engine.gather_trainable()));
+    if (comm_.rank() == 0)
+      std::printf("  %s resumed: step %ld from %s (%s on %d ranks) (trainable parameters fnv1a-64 %s)\n",
+                  strategy.name().c_str(), *latest, folder.c_str(), saved_strategy.c_str(), saved_ranks,
+                  fingerprint.c_str());
+    return static_cast<int>(*latest);
+  }
 
   // The micro-step's loss; adds this rank's gradient into the engine's. Strategies differ only in the order
   // in which they sum gradients (over ranks and micro-steps), and float sums depend on it: a coordinate whose
@@ -192,14 +284,14 @@ class Trainer {
     return loss;
   }
 
-  std::vector<std::size_t> batch(int step, int micro) const {
+  // The micro-step's windows of this rank: the next samples of one stream that all ranks consume in rank
+  // order, so that a run resumed on another rank count continues where the saved one stopped.
+  std::vector<std::size_t> batch(int micro) const {
     std::vector<std::size_t> starts(static_cast<std::size_t>(s_.batch));
     const auto n = static_cast<std::uint64_t>(comm_.size());
     for (std::size_t b = 0; b < starts.size(); ++b) {
-      const std::uint64_t index = ((static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(s_.accumulation) +
-                                    static_cast<std::uint64_t>(micro)) *
-                                       n +
-                                   static_cast<std::uint64_t>(comm_.rank())) *
+      const std::uint64_t index = position_ +
+                                  (static_cast<std::uint64_t>(micro) * n + static_cast<std::uint64_t>(comm_.rank())) *
                                       static_cast<std::uint64_t>(s_.batch) +
                                   b;
       starts[b] = corpus_.training_start(index, paro::train::CharMlp::context);
@@ -304,6 +396,7 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
                   pair(r.sent.intra, r.model_sent.intra, r.traffic_modelled).c_str(),
                   pair(r.sent.inter, r.model_sent.inter, r.traffic_modelled).c_str(), r.step_ms,
                   bytes_ok ? "yes" : "NO");
+      std::printf("  %s trainable parameters fnv1a-64 %s\n", st.name().c_str(), hex(r.params_hash).c_str());
       std::fflush(stdout);
       nlohmann::json j = {{"strategy", st.name()},
                           {"ranks", comm.size()},
@@ -325,7 +418,8 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
                             {"gathered_params", r.held.gathered_params},
                             {"full_grads", r.held.full_grads}}},
                           {"sent_bytes_per_step", {{"intra", r.sent.intra}, {"inter", r.sent.inter}}},
-                          {"bytes_match_model", bytes_ok}};
+                          {"bytes_match_model", bytes_ok},
+                          {"parameters_fnv1a64", hex(r.params_hash)}};
       if (r.traffic_modelled)
         j["model_sent_bytes_per_step"] = {{"intra", r.model_sent.intra}, {"inter", r.model_sent.inter}};
       if (s.compress == "separate") {
@@ -399,12 +493,31 @@ int main(int argc, char** argv) {
   app.add_option("--log-every", s.log_every, "print the loss every this many steps (0: only the table)")
       ->capture_default_str();
   app.add_option("--json", s.json_path, "one record per strategy: losses, bytes, time");
+  app.add_option(
+      "--checkpoint-dir", s.checkpoint_dir,
+      "save checkpoints here (a folder every rank can write): every --checkpoint-every steps and at the end");
+  app.add_option("--checkpoint-every", s.checkpoint_every, "steps between checkpoints (0: only at the end)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep-checkpoints", s.keep_checkpoints, "the newest checkpoints kept")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app.add_flag(
+      "--resume", s.resume,
+      "continue from --checkpoint-dir's latest checkpoint (any strategy and rank count; with SEPARATE the same "
+      "ranks)");
+  app.add_option("--kill-at-step", s.kill_at_step,
+                 "tests: rank --kill-rank sends itself SIGKILL as step K begins (a crash, for the restart tests)");
+  app.add_option("--kill-rank", s.kill_rank, "tests: the rank that --kill-at-step kills")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (!s.config.empty()) apply_config(s, s.config, app);
     paro::detail::require(s.compress == "none" || s.strategy != "all",
                           "--compress separate: give one strategy with g = N (e.g. NNN, NNG, INI), not all");
+    paro::detail::require(s.strategy != "all" || (s.checkpoint_dir.empty() && !s.resume),
+                          "--checkpoint-dir / --resume: give one strategy, not all");
+    paro::detail::require(!s.resume || !s.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
     paro::testing::LaunchOptions o;
     o.backend = s.backend;
     o.thread_ranks = s.thread_ranks;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package paro's build, tests and benchmarks use (fortunes: paro-train's text;
-# libsimgrid-dev: smpicxx and smpirun for the simulated scale study, bench/sim).
+# libsimgrid-dev: smpicxx and smpirun for the simulated scale study, bench/sim; clang and libclang-rt-dev:
+# libFuzzer, scripts/fuzz.sh).
 # Idempotent: packages already present are skipped, so a second run costs one `dpkg-query` and no network.
 set -euo pipefail
 
@@ -11,7 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   librandom123-dev libopenblas-dev libucx-dev
   libsimgrid-dev
-  python3-matplotlib clang-format
+  python3-matplotlib clang-format clang libclang-rt-dev
   fortunes
 )
 

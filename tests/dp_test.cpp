@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "paro/dp/deepspeed_config.hpp"
 #include "paro/dp/model.hpp"
 #include "paro/dp/strategy.hpp"
 #include "paro/testing/dp_check.hpp"
@@ -65,6 +66,52 @@ TEST(Strategy, AliasesCaseAndBadInput) {
 }
 
 // By hand: n = 8 ranks in groups of m = 4 (2 groups), Ψ = 1000 (padded to 1000), Ψ' = 800, fp32 + Adam.
+TEST(DeepSpeedConfig, TakesItsKeysAndNamesTheFieldOfABadValue) {
+  using paro::dp::DeepSpeedConfig;
+  const DeepSpeedConfig c = DeepSpeedConfig::parse(
+      R"({"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2, "fp16": {"enabled": true},
+          "optimizer": {"type": "AdamW", "params": {"lr": 0.002}}, "zero_optimization": {"stage": 2, "paro_strategy": "ngg"}})",
+      "ds.json");
+  EXPECT_EQ(c.strategy->name(), "NGG");
+  EXPECT_EQ(*c.micro_batch, 8);
+  EXPECT_EQ(*c.accumulation, 2);
+  EXPECT_FLOAT_EQ(*c.lr, 0.002f);
+  EXPECT_EQ(DeepSpeedConfig::parse(R"({"zero_optimization": {"stage": 0}})", "ds.json").strategy->name(), "NNN");
+  EXPECT_FALSE(DeepSpeedConfig::parse("{}", "ds.json").strategy.has_value());
+  auto error = [](const std::string& text) { return error_of([&] { DeepSpeedConfig::parse(text, "ds.json"); }); };
+  for (const char* count : {"0", "-1", "2.5", "1e20", "18446744073709551615", "\"4\"", "true"})
+    EXPECT_NE(error(std::string(R"({"gradient_accumulation_steps": )") + count + "}")
+                  .find("config 'ds.json': gradient_accumulation_steps: expected an integer in [1, 1048576], got "),
+              std::string::npos)
+        << count;
+  EXPECT_NE(
+      error(R"({"train_micro_batch_size_per_gpu": 0})").find("train_micro_batch_size_per_gpu: expected an integer"),
+      std::string::npos);
+  for (const char* lr : {"0", "-0.1", "1e9", "\"0.1\"", "null"})
+    EXPECT_NE(error(std::string(R"({"optimizer": {"params": {"lr": )") + lr + "}}}")
+                  .find("optimizer.params.lr: expected a number in (0, 1e3], got "),
+              std::string::npos)
+        << lr;
+  EXPECT_NE(error(R"({"optimizer": {"params": {"lr": 1e400}}})").find("config 'ds.json': syntax: "), std::string::npos);
+  EXPECT_NE(error(R"({"optimizer": {"type": "SGD"}})").find("optimizer.type: \"SGD\": this engine runs Adam"),
+            std::string::npos);
+  EXPECT_NE(
+      error(R"({"zero_optimization": {"stage": 4}})").find("zero_optimization.stage: expected an integer in [0, 3]"),
+      std::string::npos);
+  EXPECT_NE(error(R"({"zero_optimization": {"stage": 3, "paro_strategy": "NIG"}})")
+                .find("paro_strategy NIG and stage 3 (GGG) disagree; give one"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"zero_optimization": {"paro_strategy": "GNN"}})")
+                .find("zero_optimization.paro_strategy: strategy GNN is not valid"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"zero_optimization": 2})").find("zero_optimization: expected an object"), std::string::npos);
+  EXPECT_NE(error("[1]").find("top level: expected an object"), std::string::npos);
+  EXPECT_NE(error_of([] {
+              DeepSpeedConfig::read("/nonexistent/ds.json");
+            }).find("config '/nonexistent/ds.json': cannot read it"),
+            std::string::npos);
+}
+
 TEST(Model, FootprintAndTrafficByHand) {
   const Sizes z{1000, 800};
   const Cluster c{8, 4};

@@ -296,6 +296,35 @@ TEST(Separate, AdaptiveGrowthStopsAtTheClamps) {
 
 // --- checkpoints ------------------------------------------------------------------------------------------
 
+// A state no run can have saved (a width outside G-SEPARATE's range, beta outside [0, 1]) is refused, not
+// taken into the projections.
+TEST(Separate, CheckpointRejectsAnImpossibleState) {
+  SeparateOptions o;
+  o.min_elements = 1;
+  Separate sep(o);
+  sep.add("w", 12, 96, DataType::f32);
+  std::stringstream saved;
+  sep.save(saved);
+  const std::string good = saved.str();
+  // magic 16, seed 8, distribution 4, block columns 8, tensors 8; then rows 8, cols 8, type 4, step 4, width 8, beta 8
+  constexpr std::size_t width_at = 16 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 4, beta_at = width_at + 8;
+  auto load = [&](std::size_t at, auto value) {
+    std::string bad = good;
+    std::memcpy(&bad[at], &value, sizeof value);
+    std::stringstream in(bad);
+    Separate other(o);
+    other.add("w", 12, 96, DataType::f32);
+    return paro::testing::error_of([&] { other.load(in); });
+  };
+  EXPECT_EQ(load(width_at, std::uint64_t{3}), "(no error)");  // as saved: ceil(96 / 32)
+  EXPECT_NE(load(width_at, std::uint64_t{1000}).find("tensor 'w' has width 1000 in the checkpoint; allowed here: "),
+            std::string::npos);
+  EXPECT_NE(load(width_at, std::uint64_t{0}).find("has width 0"), std::string::npos);
+  EXPECT_NE(load(beta_at, std::nan("")).find("tensor 'w' has beta nan in the checkpoint; allowed: [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(load(beta_at, 1.5).find("has beta 1.5"), std::string::npos);
+}
+
 TEST(Separate, CheckpointContinuesBitIdentically) {
   auto failures = paro::testing::on_threads(3, [](auto& comm) {
     SeparateOptions o;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "paro/collectives.hpp"
 
@@ -35,6 +36,20 @@ std::size_t sum_over_ranks(Communicator<Transport, Registry>& comm, std::size_t 
 template <class Transport, class Registry>
 bool any_rank(Communicator<Transport, Registry>& comm, bool flag) {
   return reduce_over_ranks(comm, std::int32_t{flag ? 1 : 0}, ReduceOp::max) != 0;
+}
+
+// Runs this rank's part of a collective step whose failure on one rank (a file that cannot be written)
+// must not leave the others waiting: any rank's paro::Error becomes an error on every rank (collective).
+template <class Transport, class Registry, class Body>
+void on_every_rank_or_none(Communicator<Transport, Registry>& comm, const char* what, Body&& body) {
+  std::string error;
+  try {
+    body();
+  } catch (const Error& e) {
+    error = e.message();
+  }
+  if (any_rank(comm, !error.empty()))
+    throw Error(error.empty() ? detail::concat(what, ": another rank failed (its error says why)") : error);
 }
 
 }  // namespace paro

@@ -385,8 +385,17 @@ class Separate {
                       "SEPARATE load: tensor '", t.name, "' is ", t.rows, " x ", t.cols, " ", name_of(t.dtype),
                       " here but ", rows, " x ", cols, " in the checkpoint");
       t.step = get<std::uint32_t>(in);
-      t.shape.width = static_cast<std::size_t>(get<std::uint64_t>(in));
+      // G-SEPARATE moves the width within [min_width, max_width] and beta within [0, 1]; nothing else is a
+      // state this tensor can have been saved in.
+      const auto width = get<std::uint64_t>(in);
+      const std::size_t lo = std::min(t.min_width, t.shape.width), hi = std::max(t.max_width, t.shape.width);
+      detail::require(t.compressed ? width >= lo && width <= hi : width == t.shape.width, "SEPARATE load: tensor '",
+                      t.name, "' has width ", width, " in the checkpoint; allowed here: ",
+                      t.compressed ? detail::concat(lo, " .. ", hi) : detail::concat(t.shape.width, " (uncompressed)"));
+      t.shape.width = static_cast<std::size_t>(width);
       t.beta = get<double>(in);
+      detail::require(t.beta >= 0 && t.beta <= 1, "SEPARATE load: tensor '", t.name, "' has beta ", t.beta,
+                      " in the checkpoint; allowed: [0, 1]");
       const auto errors = get<std::uint64_t>(in);
       detail::require(errors == t.error.size(), "SEPARATE load: tensor '", t.name, "' has ", errors,
                       " error values in the checkpoint, ", t.error.size(), " here (error feedback on both sides?)");

@@ -10,6 +10,7 @@
 //       backward(...) adds this rank's gradient into e.gradients()   (full trainable vector)
 //       e.end_micro_step();
 //     e.step(A);                              // synchronise, Adam on the os shard, rebuild
+//   between steps: e.save(folder) / e.load(folder)   (dp/checkpoint.hpp; load takes any strategy or rank count)
 //
 // The gradients summed over ranks and micro-steps are divided by n A before Adam. Groups must be of equal
 // size (the shards are equal slices); collectives run as rings inside the group (intra) and along the
@@ -20,9 +21,13 @@
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "paro/collectives.hpp"
+#include "paro/communicator/over_ranks.hpp"
+#include "paro/dp/checkpoint.hpp"
 #include "paro/dp/model.hpp"
 #include "paro/dp/strategy.hpp"
 
@@ -90,6 +95,7 @@ class Engine {
   float* gradients() { return s_.g == Partition::N ? grads_.data() : full_grads_.data(); }
 
   void begin_micro_step() {
+    in_step_ = true;
     if (s_.g != Partition::N) std::fill(full_grads_.begin(), full_grads_.end(), 0.0f);
     if (s_.p == Partition::N) return;
     gather(trainable_.data(), full_trainable_.data(), trainable_len_, s_.p);
@@ -160,6 +166,75 @@ class Engine {
       rail_all_gather(p + offset(Partition::I, L) - offset(s_.p, L), L);
     if (s_.os != Partition::N && s_.p == Partition::N) intra_all_gather(p, L);
     std::fill(grads_.begin(), grads_.end(), 0.0f);
+    in_step_ = false;
+  }
+
+  long steps_taken() const { return steps_; }
+
+  // Collective, between steps: this rank's share of the parameters and of Adam's states into
+  // engine_shard_path(folder, rank) (dp/checkpoint.hpp), which must be a folder every rank can write.
+  // A shard that several ranks hold is written by one of them: rank 0 where it is replicated, group 0's
+  // ranks where it is sharded within the group. Returns once every rank's file is in place; a failure on
+  // any rank throws on every rank.
+  void save(const std::string& folder) {
+    detail::require(!in_step_,
+                    "checkpoint save: a step is in progress (begin_micro_step without step); save between steps");
+    on_every_rank_or_none(comm_, "checkpoint save", [&] {
+      ShardHeader h;
+      h.ranks = cluster_.ranks;
+      h.group = cluster_.group;
+      h.rank = comm_.rank();
+      h.params = sizes_.params;
+      h.trainable = sizes_.trainable;
+      h.step = steps_;
+      h.strategy = s_;
+      std::vector<const std::vector<float>*> data;
+      auto add = [&](StateVector v, Partition part, const std::vector<float>& values, std::size_t L) {
+        const bool writer = part == Partition::G || (group_ == 0 && (part == Partition::I || local_ == 0));
+        if (!writer) return;
+        h.pieces.push_back({v, offset(part, L), values.size(), 0});
+        data.push_back(&values);
+      };
+      add(StateVector::trainable, s_.p, trainable_, trainable_len_);
+      add(StateVector::frozen, s_.p, frozen_, frozen_len_);
+      add(StateVector::adam_m, s_.os, m_, trainable_len_);
+      add(StateVector::adam_v, s_.os, v_, trainable_len_);
+      std::string bytes = h.encode();
+      for (const std::vector<float>* values : data)
+        bytes.append(reinterpret_cast<const char*>(values->data()), values->size() * sizeof(float));
+      write_file_atomically(engine_shard_path(folder, comm_.rank()), bytes);
+    });
+  }
+
+  // Collective, between steps: the state that save() wrote into `folder` replaces this engine's parameters,
+  // Adam's states and step count. The saved run's strategy, rank count and group size may differ from this
+  // one's; the model (its parameter counts) must be the same. Every rank reads the files whose pieces it
+  // needs, so the folder must be readable from every rank. A failure on any rank throws on every rank.
+  void load(const std::string& folder) {
+    detail::require(!in_step_,
+                    "checkpoint load: a step is in progress (begin_micro_step without step); load between steps");
+    on_every_rank_or_none(comm_, "checkpoint load", [&] {
+      const ShardHeader first = ShardHeader::read(engine_shard_path(folder, 0));
+      std::vector<ShardHeader> shards{first};
+      detail::require(first.params == sizes_.params && first.trainable == sizes_.trainable, "checkpoint '", folder,
+                      "': its model has ", first.params, " parameters (", first.trainable,
+                      " trainable); this engine's has ", sizes_.params, " (", sizes_.trainable, ")");
+      for (int r = 1; r < first.ranks; ++r) {
+        shards.push_back(ShardHeader::read(engine_shard_path(folder, r)));
+        const ShardHeader& h = shards.back();
+        detail::require(h.ranks == first.ranks && h.rank == r && h.group == first.group && h.params == first.params &&
+                            h.trainable == first.trainable && h.step == first.step && h.strategy == first.strategy,
+                        "checkpoint '", engine_shard_path(folder, r), "': its header (rank ", h.rank, " of ", h.ranks,
+                        ", step ", h.step, ", ", h.strategy.name(), ") does not match rank 0's (", first.ranks,
+                        " ranks, step ", first.step, ", ", first.strategy.name(), ")");
+      }
+      restore(folder, shards, StateVector::trainable, trainable_, offset(s_.p, trainable_len_));
+      restore(folder, shards, StateVector::frozen, frozen_, offset(s_.p, frozen_len_));
+      restore(folder, shards, StateVector::adam_m, m_, offset(s_.os, trainable_len_));
+      restore(folder, shards, StateVector::adam_v, v_, offset(s_.os, trainable_len_));
+      steps_ = first.step;
+    });
+    std::fill(grads_.begin(), grads_.end(), 0.0f);
   }
 
   // Every trainable parameter (collective; traffic of its own, outside a step's).
@@ -204,6 +279,31 @@ class Engine {
   bool overlap_ = false;
   GradientSync sync_;
   long steps_ = 0;
+  bool in_step_ = false;  // from begin_micro_step() to step()
+
+  // Fills `out`, elements [begin, begin + out.size()) of a vector, from the pieces of every shard file
+  // that overlap it; positions past the vector's real length (padding) are zero.
+  static void restore(const std::string& folder, const std::vector<ShardHeader>& shards, StateVector v,
+                      std::vector<float>& out, std::uint64_t begin) {
+    std::fill(out.begin(), out.end(), 0.0f);
+    const std::uint64_t end = std::min<std::uint64_t>(begin + out.size(), shards.front().real_length(v));
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> read;  // [from, to) filled
+    for (const ShardHeader& h : shards)
+      for (const ShardPiece& p : h.pieces) {
+        const std::uint64_t from = std::max(begin, p.begin), to = std::min(end, p.begin + p.count);
+        if (p.vector != v || from >= to) continue;
+        read_piece(engine_shard_path(folder, h.rank), p, from, to - from, out.data() + (from - begin));
+        read.emplace_back(from, to);
+      }
+    std::sort(read.begin(), read.end());
+    std::uint64_t reach = begin;
+    for (auto [from, to] : read) {
+      if (from > reach) break;
+      reach = std::max(reach, to);
+    }
+    detail::require(reach >= end, "checkpoint '", folder, "': no shard file holds ", name_of(v), " [", reach, ", ", end,
+                    ") (", shards.size(), " files of a ", shards.front().strategy.name(), " run)");
+  }
 
   // Where a shard of a vector of length L starts in the full vector.
   std::size_t offset(Partition p, std::size_t L) const {
