@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with clang (ASan+UBSan) and runs each for SECONDS from its seed
 # corpus (tests/fuzz/corpus/TARGET; what it finds goes to build-fuzz/corpus/TARGET, not into the repository).
-#   scripts/fuzz.sh [SECONDS] [TARGET...]      (default: 20 s each, every target; CI runs the default)
+#   scripts/fuzz.sh [SECONDS] [TARGET...]      (default: 15 s each, every target, as CI runs it)
 # A crash, a sanitizer finding, an exception other than paro::Error, a 10 s input or 2 GiB of memory fails
 # the run; the input that did it is kept in build-fuzz/artifacts/ (replay: build-fuzz/bin/TARGET FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${1:-20}
+seconds=${1:-15}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then

@@ -4,7 +4,7 @@
 #   1. the Release build: unit tests, threads tests at 1..16 ranks, mpirun at 2/3/4/8 ranks, the C++20 check;
 #   2. an ASan+UBSan build of the unit, threads and SEPARATE tests, and a TSan build of the threads tests (the mpi
 #      and ucx tests stay in step 1: their libraries' own threads and allocations would drown the reports);
-#      the libFuzzer targets of every parser of outside input, 20 s each from their seed corpora (scripts/fuzz.sh);
+#      the libFuzzer targets of every parser of outside input, 15 s each from their seed corpora (scripts/fuzz.sh);
 #   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory;
 #   4. where nvcc is found: the CUDA targets compiled and linked, the GPU tests run (they skip without a GPU),
 #      scripts/gpu-check.sh's verdicts checked (tests/gpu_check_test.sh);
@@ -83,7 +83,7 @@ stage "ASan+UBSan build" sanitizer_build build-asan address "-O1 -g1" paro-tests
 stage "ASan+UBSan tests" sanitized_tests build-asan
 stage "TSan build" sanitizer_build build-tsan thread "-O2 -g" paro-tests-threads
 stage "TSan tests" sanitized_tests build-tsan
-stage "fuzz targets (libFuzzer + ASan/UBSan, 20 s each)" scripts/fuzz.sh 20
+stage "fuzz targets (libFuzzer + ASan/UBSan, 15 s each)" scripts/fuzz.sh 15
 
 consumers() {
   rm -rf build/install build/consumer-find build/consumer-subdir

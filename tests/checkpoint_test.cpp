@@ -63,7 +63,8 @@ void train(Engine<T>& e, int from_step, int to_step) {
       float* g = e.gradients();
       for (std::size_t i = 0; i < trainable_count; ++i) {
         const float target = std::sin(0.1f * static_cast<float>(i) + 0.3f * static_cast<float>(k) + 0.7f * a);
-        const float x = (1.0f + static_cast<float>(i % 7) / 7.0f) * (theta[i] - target) + 0.5f * fixed[i % frozen_count];
+        const float x =
+            (1.0f + static_cast<float>(i % 7) / 7.0f) * (theta[i] - target) + 0.5f * fixed[i % frozen_count];
         g[i] += std::nearbyint(std::fmax(-8.0f, std::fmin(8.0f, x)) * 4096.0f) / 4096.0f;
       }
       e.end_micro_step();
@@ -108,10 +109,10 @@ TEST(Checkpoint, ResumedRunsMatchAnUninterruptedOneBitwise) {
   struct Case {
     const char *saved_on, *saved_strategy, *resumed_on, *resumed_strategy;
   };
-  for (const Case& c : {Case{"nodes=2,ranks=4", "NIG", "nodes=2,ranks=4", "NIG"},    // as it was
-                        Case{"nodes=2,ranks=4", "GGG", "nodes=2,ranks=4", "NNN"},    // all sharded -> replicated
-                        Case{"nodes=2,ranks=4", "IIG", "nodes=2,ranks=2", "NIG"},    // 8 -> 4 ranks
-                        Case{"nodes=2,ranks=2", "NNN", "nodes=4,ranks=2", "GGG"},    // 4 -> 8 ranks
+  for (const Case& c : {Case{"nodes=2,ranks=4", "NIG", "nodes=2,ranks=4", "NIG"},     // as it was
+                        Case{"nodes=2,ranks=4", "GGG", "nodes=2,ranks=4", "NNN"},     // all sharded -> replicated
+                        Case{"nodes=2,ranks=4", "IIG", "nodes=2,ranks=2", "NIG"},     // 8 -> 4 ranks
+                        Case{"nodes=2,ranks=2", "NNN", "nodes=4,ranks=2", "GGG"},     // 4 -> 8 ranks
                         Case{"nodes=2,ranks=4", "NNI", "nodes=1,ranks=8", "IGG"}}) {  // groups of 4 -> 8
     TemporaryFolder folder;
     const std::string saved = folder.path.string();
@@ -129,11 +130,12 @@ TEST(Checkpoint, LosingAdamsStateChangesTheBits) {
   const std::string saved = folder.path.string();
   const std::vector<float> uninterrupted = run("nodes=2,ranks=2", "NNN", 0, 6, "", "");
   const std::vector<float> at_three = run("nodes=2,ranks=2", "NIG", 0, 3, "", saved);
-  const std::vector<float> restarted = paro::testing::run_on_thread_ranks(4, cluster("nodes=2,ranks=2"), [&](auto& comm) {
-    Engine<paro::threads::Transport> e(comm, Strategy::parse("NIG"), at_three, initial(frozen_count, 0.2f), adam);
-    train(e, 3, 6);  // the parameters of step 3, fresh optimizer
-    return e.gather_trainable();
-  })[0];
+  const std::vector<float> restarted =
+      paro::testing::run_on_thread_ranks(4, cluster("nodes=2,ranks=2"), [&](auto& comm) {
+        Engine<paro::threads::Transport> e(comm, Strategy::parse("NIG"), at_three, initial(frozen_count, 0.2f), adam);
+        train(e, 3, 6);  // the parameters of step 3, fresh optimizer
+        return e.gather_trainable();
+      })[0];
   EXPECT_FALSE(same_bits(restarted, uninterrupted));
   EXPECT_TRUE(same_bits(run("nodes=2,ranks=2", "NIG", 3, 6, saved, ""), uninterrupted));
 }
@@ -186,7 +188,8 @@ TEST(Checkpoint, WrongMissingOrDamagedCheckpointsAreErrors) {
             std::string::npos);
   std::string bytes = paro::dp::read_whole_file(rank2);
   paro::dp::write_file_atomically(rank2, bytes.substr(0, bytes.size() - 4));
-  EXPECT_NE(load_error("nodes=2,ranks=2", "NNN", trainable_count, saved).find("engine-rank-00002.bin': size: the pieces need"),
+  EXPECT_NE(load_error("nodes=2,ranks=2", "NNN", trainable_count, saved)
+                .find("engine-rank-00002.bin': size: the pieces need"),
             std::string::npos);
   bytes[16] = 3;  // rank 2's file claims to be rank 3's
   paro::dp::write_file_atomically(rank2, bytes);
@@ -195,8 +198,9 @@ TEST(Checkpoint, WrongMissingOrDamagedCheckpointsAreErrors) {
   fs::remove(rank2);
   EXPECT_NE(load_error("nodes=2,ranks=2", "NNN", trainable_count, saved).find("engine-rank-00002.bin': cannot read it"),
             std::string::npos);
-  EXPECT_NE(load_error("nodes=2,ranks=2", "NNN", trainable_count, (folder.path / "none").string()).find("cannot read it"),
-            std::string::npos);
+  EXPECT_NE(
+      load_error("nodes=2,ranks=2", "NNN", trainable_count, (folder.path / "none").string()).find("cannot read it"),
+      std::string::npos);
   bytes.replace(0, 8, "PARODP99");
   EXPECT_NE(error_of([&] { ShardHeader::parse(bytes, bytes.size(), "x"); }).find("not a PaRO-DP shard file"),
             std::string::npos);

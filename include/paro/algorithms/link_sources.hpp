@@ -110,11 +110,16 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
           LinkModel::Correction k;
           for (const json& point : points) {
             if (!point.is_array() || point.size() != 2 || !point[0].is_number() || !point[1].is_number() ||
-                point[0].get<double>() <= 0 || point[1].get<double>() <= 0)
-              fail(where, "every point must be [bytes, ratio] with both positive");
+                !(point[0].get<double>() >= 1 && point[0].get<double>() <= 0x1p50) ||
+                !(point[1].get<double>() >= 1e-3 && point[1].get<double>() <= 1e3))
+              fail(where, detail::concat("every point must be [bytes, ratio] with bytes in [1, 2^50] and ratio in ",
+                                         "[1e-3, 1e3]; got ", point.dump()));
             k.emplace_back(point[0].get<double>(), point[1].get<double>());
           }
           std::sort(k.begin(), k.end());
+          for (std::size_t i = 1; i < k.size(); ++i)  // interpolation divides by the log of their ratio
+            if (k[i].first == k[i - 1].first)
+              fail(where, detail::concat("two points at ", k[i].first, " bytes; give each size once"));
           m.corrections[{c, a}] = k;
         }
       }

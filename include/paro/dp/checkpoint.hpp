@@ -248,8 +248,7 @@ class CheckpointDirectory {
     const std::string path = step_path(step);
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
-    detail::require(std::filesystem::is_directory(path), "checkpoint: cannot create '", path, "' (", ec.message(),
-                    ")");
+    detail::require(std::filesystem::is_directory(path), "checkpoint: cannot create '", path, "' (", ec.message(), ")");
     return path;
   }
 
@@ -261,9 +260,9 @@ class CheckpointDirectory {
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
     long step = -1;
     char tail = 0;
-    detail::require(std::sscanf(text.c_str(), "step-%ld%c", &step, &tail) == 1 && step >= 0 &&
-                        text == folder_name(step),
-                    "checkpoint '", pointer, "': '", text, "' does not name a step folder (step-NNNNNNNN)");
+    detail::require(
+        std::sscanf(text.c_str(), "step-%ld%c", &step, &tail) == 1 && step >= 0 && text == folder_name(step),
+        "checkpoint '", pointer, "': '", text, "' does not name a step folder (step-NNNNNNNN)");
     detail::require(std::filesystem::is_directory(step_path(step)), "checkpoint '", pointer, "' names '", text,
                     "', which is not a folder of ", root_);
     return step;

@@ -94,9 +94,12 @@ struct EmulationSpec {
         try {
           number = env::parse_number(value, key);
         } catch (const Error&) {
-          fail(detail::concat(key, "='", value, "' is not a number"));
+          fail(detail::concat(key, "='", value, "' is not a number in [0, 1e9]"));
         }
-        if (!(number >= 0 && number <= 1e9)) fail(detail::concat(key, "='", value, "' must be between 0 and 1e9"));
+        // A bandwidth of 0 would silently leave the link unpaced: an unknown bandwidth is a key left out.
+        if (key.substr(6) == "gbps" && number == 0)
+          fail(
+              detail::concat(key, "='", value, "': a bandwidth must be > 0 (Gbit/s); leave the key out where unknown"));
         LinkSpec& link = key.substr(0, 5) == "intra" ? s.intra : s.inter;
         (key.substr(6) == "gbps" ? link.gbps : link.latency_us) = number;
       } else if (key == "nic") {
