@@ -191,7 +191,8 @@ class Trainer {
   void save(paro::dp::Engine<Transport>& engine, paro::compression::Separate* separate, const Strategy& strategy,
             int step) {
     const paro::dp::CheckpointDirectory dir(s_.checkpoint_dir);
-    const std::string folder = dir.create(step);
+    std::string folder;
+    paro::on_every_rank_or_none(comm_, "checkpoint save", [&] { folder = dir.create(step); });
     engine.save(folder);
     const std::string fingerprint = hex(fnv1a(engine.gather_trainable()));
     paro::on_every_rank_or_none(comm_, "checkpoint save", [&] {
@@ -210,8 +211,10 @@ class Trainer {
                                 {"parameters_fnv1a64", fingerprint}};
       paro::dp::write_file_atomically(folder + "/trainer.json", t.dump(2) + "\n");
     });
+    paro::on_every_rank_or_none(comm_, "checkpoint commit", [&] {
+      if (comm_.rank() == 0) dir.commit(step, s_.keep_checkpoints);
+    });
     if (comm_.rank() == 0) {
-      dir.commit(step, s_.keep_checkpoints);
       std::printf("  %s checkpoint: step %d in %s (trainable parameters fnv1a-64 %s)\n", strategy.name().c_str(), step,
                   folder.c_str(), fingerprint.c_str());
       std::fflush(stdout);
@@ -221,42 +224,49 @@ class Trainer {
   // Loads the latest checkpoint (collective); returns its step.
   int resume(paro::dp::Engine<Transport>& engine, paro::compression::Separate* separate, const Strategy& strategy) {
     const paro::dp::CheckpointDirectory dir(s_.checkpoint_dir);
-    const std::optional<long> latest = dir.latest();
-    paro::detail::require(latest.has_value(), "--resume: '", s_.checkpoint_dir,
-                          "' holds no complete checkpoint (no 'latest' file)");
-    const std::string folder = dir.step_path(*latest), path = folder + "/trainer.json";
+    long latest = 0;
+    std::string folder, saved_strategy;
     int saved_ranks = 0;
     std::uint64_t samples = 0;
-    std::string saved_strategy;
-    try {
-      const nlohmann::json t = nlohmann::json::parse(paro::dp::read_whole_file(path));
-      paro::detail::require(t.at("step").get<long>() == *latest, "--resume: '", path, "': step ", t.at("step").dump(),
-                            " is not its folder's");
-      paro::detail::require(t.at("corpus_characters").get<std::size_t>() == corpus_.size(), "--resume: '", path,
-                            "' was trained on a text of ", t.at("corpus_characters").dump(),
-                            " characters; --corpus has ", corpus_.size());
-      saved_ranks = t.at("ranks").get<int>();
-      samples = t.at("samples").get<std::uint64_t>();
-      saved_strategy = t.at("strategy").get<std::string>();
-    } catch (const nlohmann::json::exception& e) {
-      throw paro::UsageError(paro::detail::concat("--resume: '", path, "': ", e.what()));
-    }
-    if (separate) {
-      paro::detail::require(saved_ranks == comm_.size(), "--resume: SEPARATE's error feedback is per rank; the ",
-                            "checkpoint has ", saved_ranks, " ranks, this run ", comm_.size());
-      paro::on_every_rank_or_none(comm_, "--resume", [&] {
+    paro::on_every_rank_or_none(comm_, "--resume", [&] {
+      const std::optional<long> found = dir.latest();
+      paro::detail::require(found.has_value(), "--resume: '", s_.checkpoint_dir,
+                            "' holds no complete checkpoint (no 'latest' file)");
+      latest = *found;
+      folder = dir.step_path(latest);
+      const std::string path = folder + "/trainer.json";
+      std::string compress;
+      try {
+        const nlohmann::json t = nlohmann::json::parse(paro::dp::read_whole_file(path));
+        paro::detail::require(t.at("step").get<long>() == latest, "--resume: '", path, "': step ", t.at("step").dump(),
+                              " is not its folder's");
+        paro::detail::require(t.at("corpus_characters").get<std::size_t>() == corpus_.size(), "--resume: '", path,
+                              "' was trained on a text of ", t.at("corpus_characters").dump(),
+                              " characters; --corpus has ", corpus_.size());
+        saved_ranks = t.at("ranks").get<int>();
+        samples = t.at("samples").get<std::uint64_t>();
+        saved_strategy = t.at("strategy").get<std::string>();
+        compress = t.at("compress").get<std::string>();
+      } catch (const nlohmann::json::exception& e) {
+        throw paro::UsageError(paro::detail::concat("--resume: '", path, "': ", e.what()));
+      }
+      paro::detail::require(compress == s_.compress, "--resume: the checkpoint was trained with --compress ", compress,
+                            "; resume with the same (SEPARATE's error feedback is part of the state)");
+      if (separate) {
+        paro::detail::require(saved_ranks == comm_.size(), "--resume: SEPARATE's error feedback is per rank; the ",
+                              "checkpoint has ", saved_ranks, " ranks, this run ", comm_.size());
         std::istringstream state(paro::dp::read_whole_file(separate_file(folder, comm_.rank())));
         separate->load(state);
-      });
-    }
+      }
+    });
     engine.load(folder);
     position_ = samples;
     const std::string fingerprint = hex(fnv1a(engine.gather_trainable()));
     if (comm_.rank() == 0)
       std::printf("  %s resumed: step %ld from %s (%s on %d ranks) (trainable parameters fnv1a-64 %s)\n",
-                  strategy.name().c_str(), *latest, folder.c_str(), saved_strategy.c_str(), saved_ranks,
+                  strategy.name().c_str(), latest, folder.c_str(), saved_strategy.c_str(), saved_ranks,
                   fingerprint.c_str());
-    return static_cast<int>(*latest);
+    return static_cast<int>(latest);
   }
 
   // The micro-step's loss; adds this rank's gradient into the engine's. Strategies differ only in the order

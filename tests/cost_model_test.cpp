@@ -222,7 +222,9 @@ TEST(Links, CostFileRoundTripAndErrors) {
                   "every point must be [bytes, ratio]");
   // Found by cost_file_fuzz: a size beyond 2^63 reached to_json's integer conversion.
   EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[1e31, 1.1]]}}}"),
-                  "bytes in [1, 2^50] and ratio in [1e-3, 1e3]; got [1e+31,1.1]");
+                  "whole bytes in [1, 2^50] and ratio in [1e-3, 1e3]; got [1e+31,1.1]");
+  // Found by review: fractional sizes were written back truncated, then refused as two points at one size.
+  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[1024.2, 1.1]]}}}"), "whole bytes");
   EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[1024, 1e9]]}}}"), "ratio in [1e-3, 1e3]");
   EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[1024, 1.1], [1024, 1.2]]}}}"),
                   "corrections.all_reduce.ring: two points at 1024 bytes; give each size once");
@@ -246,14 +248,16 @@ TEST(Links, EmulationKeysPlaceLinksOnTheTopology) {
   EXPECT_EQ(m.nic, paro::NicModel::per_rank);
   EXPECT_CONTAINS(m.source, "topology links");
   EXPECT_FALSE(paro::topology::EmulationSpec::parse("nodes=2").paced());
-  for (auto [text, message] : {std::pair{"nodes=2,inter_gbps=fast", "inter_gbps='fast' is not a number"},
-                               std::pair{"nodes=2,nic=all", "nic='all' is not one of: shared per_rank"},
-                               std::pair{"nodes=2,intra_gbps=-3", "intra_gbps='-3' is not a number in [0, 1e9]"},
-                               std::pair{"nodes=2,inter_gbps=0", "inter_gbps='0': a bandwidth must be > 0"},
-                               std::pair{"nodes=2,inter_gbps=nan", "inter_gbps='nan' is not a number"},
-                               std::pair{"nodes=2,intra_us=inf", "intra_us='inf' is not a number"},
-                               std::pair{"nodes=2,intra_gbps=1e10", "intra_gbps='1e10' is not a number in [0, 1e9]"},
-                               std::pair{"nodes=2,speed=1", "allowed: pods switches nodes ranks order intra_gbps"}}) {
+  for (auto [text, message] :
+       {std::pair{"nodes=2,inter_gbps=fast", "inter_gbps='fast' is not a number"},
+        std::pair{"nodes=2,nic=all", "nic='all' is not one of: shared per_rank"},
+        std::pair{"nodes=2,intra_gbps=-3", "intra_gbps='-3' is not a number in [0, 1e9]"},
+        std::pair{"nodes=2,inter_gbps=0", "inter_gbps='0': a bandwidth must be at least 0.001 (Gbit/s)"},
+        std::pair{"nodes=2,inter_gbps=1e-300", "inter_gbps='1e-300': a bandwidth must be at least"},
+        std::pair{"nodes=2,inter_gbps=nan", "inter_gbps='nan' is not a number"},
+        std::pair{"nodes=2,intra_us=inf", "intra_us='inf' is not a number"},
+        std::pair{"nodes=2,intra_gbps=1e10", "intra_gbps='1e10' is not a number in [0, 1e9]"},
+        std::pair{"nodes=2,speed=1", "allowed: pods switches nodes ranks order intra_gbps"}}) {
     try {
       paro::topology::EmulationSpec::parse(text);
       ADD_FAILURE() << text;

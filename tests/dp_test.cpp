@@ -87,7 +87,7 @@ TEST(DeepSpeedConfig, TakesItsKeysAndNamesTheFieldOfABadValue) {
   EXPECT_NE(
       error(R"({"train_micro_batch_size_per_gpu": 0})").find("train_micro_batch_size_per_gpu: expected an integer"),
       std::string::npos);
-  for (const char* lr : {"0", "-0.1", "1e9", "\"0.1\"", "null"})
+  for (const char* lr : {"0", "-0.1", "1e9", "1e-50", "\"0.1\"", "null"})
     EXPECT_NE(error(std::string(R"({"optimizer": {"params": {"lr": )") + lr + "}}}")
                   .find("optimizer.params.lr: expected a number in (0, 1e3], got "),
               std::string::npos)

@@ -213,9 +213,9 @@ TEST(TopologyFileSource, BadFilesNameTheFileAndField) {
       TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "links": {"node": {"gbps": 1e400}}})", "big.json"),
       "PARO_TOPO_FILE 'big.json': not readable JSON (");
   EXPECT_ERROR_CONTAINS(TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "links": {"node": {"gbps": 0}}})", "f"),
-                        "links.node.gbps: expected Gbit/s in (0, 1e9]; leave the field out");
+                        "links.node.gbps: expected Gbit/s in [0.001, 1e9]; leave the field out");
   EXPECT_ERROR_CONTAINS(TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "links": {"pod": {"gbps": -2}}})", "f"),
-                        "links.pod.gbps: expected Gbit/s in (0, 1e9]");
+                        "links.pod.gbps: expected Gbit/s in [0.001, 1e9]");
   EXPECT_ERROR_CONTAINS(
       TopologyFile::parse_text(R"({"hosts": [{"name": "a"}], "links": {"node": {"latency_us": "1"}}})", "f"),
       "links.node.latency_us: expected microseconds in [0, 1e9]");

@@ -13,6 +13,7 @@
 //    "corrections": {"all_reduce": {"ring": [[4096, 1.6], [1048576, 1.1]], ...}, ...}}      (a cost file)
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -111,9 +112,11 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
           for (const json& point : points) {
             if (!point.is_array() || point.size() != 2 || !point[0].is_number() || !point[1].is_number() ||
                 !(point[0].get<double>() >= 1 && point[0].get<double>() <= 0x1p50) ||
+                std::floor(point[0].get<double>()) != point[0].get<double>() ||
                 !(point[1].get<double>() >= 1e-3 && point[1].get<double>() <= 1e3))
-              fail(where, detail::concat("every point must be [bytes, ratio] with bytes in [1, 2^50] and ratio in ",
-                                         "[1e-3, 1e3]; got ", point.dump()));
+              fail(where,
+                   detail::concat("every point must be [bytes, ratio] with whole bytes in [1, 2^50] and ratio in ",
+                                  "[1e-3, 1e3]; got ", point.dump()));
             k.emplace_back(point[0].get<double>(), point[1].get<double>());
           }
           std::sort(k.begin(), k.end());

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <string>
 
 #include "paro/collectives.hpp"
@@ -39,17 +40,24 @@ bool any_rank(Communicator<Transport, Registry>& comm, bool flag) {
 }
 
 // Runs this rank's part of a collective step whose failure on one rank (a file that cannot be written)
-// must not leave the others waiting: any rank's paro::Error becomes an error on every rank (collective).
+// must not leave the others waiting: any rank's exception becomes an error on every rank (collective); the
+// failing rank's keeps its kind.
 template <class Transport, class Registry, class Body>
 void on_every_rank_or_none(Communicator<Transport, Registry>& comm, const char* what, Body&& body) {
   std::string error;
+  ErrorKind kind = ErrorKind::usage;
   try {
     body();
   } catch (const Error& e) {
     error = e.message();
+    kind = e.kind();
+  } catch (const std::exception& e) {  // std::filesystem, std::bad_alloc, ...
+    error = detail::concat(what, ": ", e.what());
+    kind = ErrorKind::backend;
   }
   if (any_rank(comm, !error.empty()))
-    throw Error(error.empty() ? detail::concat(what, ": another rank failed (its error says why)") : error);
+    throw_error(error.empty() ? ErrorKind::usage : kind,
+                error.empty() ? detail::concat(what, ": another rank failed (its error says why)") : error);
 }
 
 }  // namespace paro

@@ -121,13 +121,15 @@ struct ShardHeader {
     }
     if (letters != h.strategy.name()) fail("strategy", "'" + letters + "' is not as written: upper-case N, I, G");
     const std::uint64_t table_end = fixed_bytes + std::uint64_t{pieces} * piece_bytes;
-    if (bytes.size() < table_end) fail("pieces", detail::concat("the file ends inside the table of ", pieces));
+    if (bytes.size() < table_end)
+      fail("pieces", detail::concat("the file ends inside the table of ", pieces, " pieces"));
     std::uint64_t data = table_end;
     for (std::uint32_t i = 0; i < pieces; ++i) {
       const std::size_t at = fixed_bytes + i * piece_bytes;
       const std::string where = detail::concat("piece ", i);
       const std::uint32_t vector = u32(at);
-      if (vector > 3 || u32(at + 4) != 0) fail(where, detail::concat("vector ", vector, " is not 0..3"));
+      if (vector > 3) fail(where, detail::concat("vector ", vector, " is not 0..3"));
+      if (u32(at + 4) != 0) fail(where, "the reserved field after the vector is not zero");
       ShardPiece p{static_cast<StateVector>(vector), u64(at + 8), u64(at + 16), data};
       const std::uint64_t length = h.padded_length(p.vector);
       if (p.begin > length || p.count > length - p.begin)
@@ -194,8 +196,8 @@ inline std::string engine_shard_path(const std::string& folder, int rank) {
   return folder + name;
 }
 
-// Writes `bytes` to a temporary beside `path`, flushes it to the disk, and renames it over `path`: a reader
-// sees the old file or the whole new one, never a part.
+// Writes `bytes` to a temporary beside `path`, flushes it to the disk, renames it over `path` and flushes
+// the folder: a reader sees the old file or the whole new one, never a part, also after a power loss.
 inline void write_file_atomically(const std::string& path, std::string_view bytes) {
   const std::string temporary = path + ".tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -217,6 +219,13 @@ inline void write_file_atomically(const std::string& path, std::string_view byte
   detail::require(synced, "checkpoint: flushing '", temporary, "' failed (", std::strerror(e), ")");
   detail::require(std::rename(temporary.c_str(), path.c_str()) == 0, "checkpoint: renaming '", temporary, "' to '",
                   path, "' failed (", std::strerror(errno), ")");
+  // The rename itself reaches the disk with its folder.
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
 }
 
 inline std::string read_whole_file(const std::string& path) {
@@ -246,16 +255,18 @@ class CheckpointDirectory {
   // Creates the folder of `step` (every rank may call it).
   std::string create(long step) const {
     const std::string path = step_path(step);
-    std::error_code ec;
-    std::filesystem::create_directories(path, ec);
-    detail::require(std::filesystem::is_directory(path), "checkpoint: cannot create '", path, "' (", ec.message(), ")");
+    std::error_code made, checked;
+    std::filesystem::create_directories(path, made);
+    detail::require(std::filesystem::is_directory(path, checked), "checkpoint: cannot create '", path, "' (",
+                    made.message(), ")");
     return path;
   }
 
   // The step of the newest complete checkpoint, if any.
   std::optional<long> latest() const {
     const std::string pointer = root_ + "/latest";
-    if (!std::filesystem::exists(pointer)) return std::nullopt;
+    std::error_code ec;
+    if (!std::filesystem::exists(pointer, ec)) return std::nullopt;
     std::string text = read_whole_file(pointer);
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
     long step = -1;
@@ -263,39 +274,49 @@ class CheckpointDirectory {
     detail::require(
         std::sscanf(text.c_str(), "step-%ld%c", &step, &tail) == 1 && step >= 0 && text == folder_name(step),
         "checkpoint '", pointer, "': '", text, "' does not name a step folder (step-NNNNNNNN)");
-    detail::require(std::filesystem::is_directory(step_path(step)), "checkpoint '", pointer, "' names '", text,
+    detail::require(std::filesystem::is_directory(step_path(step), ec), "checkpoint '", pointer, "' names '", text,
                     "', which is not a folder of ", root_);
     return step;
   }
 
-  // Makes `step` the latest (rank 0, once every rank has written its files), then removes the folders of
-  // older steps beyond the newest `keep` (at least 1), complete or left half-written by a killed save.
+  // Makes `step` the latest (rank 0, once every rank has written its files). Then removes the folders of
+  // saves killed since the previous latest, and of complete ones beyond the newest `keep` (at least 1).
+  // Folders of later steps are left alone.
   void commit(long step, int keep = 2) const {
     detail::require(keep >= 1, "checkpoint: keep ", keep, " must be >= 1");
+    std::optional<long> previous;
+    try {
+      previous = latest();
+    } catch (const Error&) {  // a damaged pointer: replaced below
+    }
     write_file_atomically(root_ + "/latest", folder_name(step) + "\n");
-    std::vector<long> steps;
-    for (const auto& entry : std::filesystem::directory_iterator(root_)) {
+    std::vector<long> complete;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
       long s = -1;
       char tail = 0;
-      const std::string name = entry.path().filename().string();
-      if (entry.is_directory() && std::sscanf(name.c_str(), "step-%ld%c", &s, &tail) == 1 && name == folder_name(s))
-        steps.push_back(s);
-    }
-    std::sort(steps.begin(), steps.end());
-    int kept = 0;
-    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-      if (*it <= step && kept < keep) {
-        ++kept;
+      const std::string name = it->path().filename().string();
+      if (!it->is_directory(ec) || std::sscanf(name.c_str(), "step-%ld%c", &s, &tail) != 1 || name != folder_name(s) ||
+          s >= step)
         continue;
-      }
-      if (*it > step) continue;  // not ours to judge: a later save in progress
-      std::error_code ec;
-      std::filesystem::remove_all(step_path(*it), ec);
+      if (previous && s > *previous)
+        remove(s);  // a save killed after the previous commit
+      else
+        complete.push_back(s);
     }
+    detail::require(!ec, "checkpoint: cannot list '", root_, "' (", ec.message(), ")");
+    std::sort(complete.rbegin(), complete.rend());
+    for (std::size_t i = static_cast<std::size_t>(keep - 1); i < complete.size(); ++i) remove(complete[i]);
   }
 
  private:
   std::string root_;
+
+  void remove(long step) const {
+    std::error_code ec;
+    std::filesystem::remove_all(step_path(step), ec);
+    detail::require(!ec, "checkpoint: cannot remove '", step_path(step), "' (", ec.message(), ")");
+  }
 };
 
 }  // namespace paro::dp

@@ -93,7 +93,8 @@ struct DeepSpeedConfig {
       if (const json* p = object(*o, "params", "optimizer.params"); p && p->contains("lr")) {
         const json& lr = (*p)["lr"];
         const double v = lr.is_number() ? lr.get<double>() : -1;
-        if (!(v > 0 && v <= 1e3))
+        if (!(v > 0 && v <= 1e3 && static_cast<float>(v) > 0))  // 1e-50 would become 0.0f
+
           fail("optimizer.params.lr", detail::concat("expected a number in (0, 1e3], got ", lr.dump()));
         c.lr = static_cast<float>(v);
       }

@@ -173,9 +173,9 @@ class Engine {
 
   // Collective, between steps: this rank's share of the parameters and of Adam's states into
   // engine_shard_path(folder, rank) (dp/checkpoint.hpp), which must be a folder every rank can write.
-  // A shard that several ranks hold is written by one of them: rank 0 where it is replicated, group 0's
-  // ranks where it is sharded within the group. Returns once every rank's file is in place; a failure on
-  // any rank throws on every rank.
+  // Every rank writes the slice of each vector that a G partition would give it, which lies inside
+  // whatever partition it holds: every element is written once, and the writing is spread evenly.
+  // Returns once every rank's file is in place; a failure on any rank throws on every rank.
   void save(const std::string& folder) {
     detail::require(!in_step_,
                     "checkpoint save: a step is in progress (begin_micro_step without step); save between steps");
@@ -188,20 +188,19 @@ class Engine {
       h.trainable = sizes_.trainable;
       h.step = steps_;
       h.strategy = s_;
-      std::vector<const std::vector<float>*> data;
-      auto add = [&](StateVector v, Partition part, const std::vector<float>& values, std::size_t L) {
-        const bool writer = part == Partition::G || (group_ == 0 && (part == Partition::I || local_ == 0));
-        if (!writer) return;
-        h.pieces.push_back({v, offset(part, L), values.size(), 0});
-        data.push_back(&values);
+      std::vector<const float*> data;
+      auto add = [&](StateVector v, Partition held, const std::vector<float>& values, std::size_t L) {
+        const std::size_t begin = offset(Partition::G, L);
+        h.pieces.push_back({v, begin, L / n(), 0});
+        data.push_back(values.data() + (begin - offset(held, L)));
       };
       add(StateVector::trainable, s_.p, trainable_, trainable_len_);
       add(StateVector::frozen, s_.p, frozen_, frozen_len_);
       add(StateVector::adam_m, s_.os, m_, trainable_len_);
       add(StateVector::adam_v, s_.os, v_, trainable_len_);
       std::string bytes = h.encode();
-      for (const std::vector<float>* values : data)
-        bytes.append(reinterpret_cast<const char*>(values->data()), values->size() * sizeof(float));
+      for (std::size_t i = 0; i < data.size(); ++i)
+        bytes.append(reinterpret_cast<const char*>(data[i]), h.pieces[i].count * sizeof(float));
       write_file_atomically(engine_shard_path(folder, comm_.rank()), bytes);
     });
   }
@@ -215,6 +214,8 @@ class Engine {
                     "checkpoint load: a step is in progress (begin_micro_step without step); load between steps");
     on_every_rank_or_none(comm_, "checkpoint load", [&] {
       const ShardHeader first = ShardHeader::read(engine_shard_path(folder, 0));
+      detail::require(first.rank == 0, "checkpoint '", engine_shard_path(folder, 0), "': its header says rank ",
+                      first.rank);
       std::vector<ShardHeader> shards{first};
       detail::require(first.params == sizes_.params && first.trainable == sizes_.trainable, "checkpoint '", folder,
                       "': its model has ", first.params, " parameters (", first.trainable,

@@ -96,10 +96,11 @@ struct EmulationSpec {
         } catch (const Error&) {
           fail(detail::concat(key, "='", value, "' is not a number in [0, 1e9]"));
         }
-        // A bandwidth of 0 would silently leave the link unpaced: an unknown bandwidth is a key left out.
-        if (key.substr(6) == "gbps" && number == 0)
-          fail(
-              detail::concat(key, "='", value, "': a bandwidth must be > 0 (Gbit/s); leave the key out where unknown"));
+        // A bandwidth of 0 would silently leave the link unpaced (an unknown bandwidth is a key left out), and
+        // one near 0 would overflow the pacing's nanoseconds.
+        if (key.substr(6) == "gbps" && number < 1e-3)
+          fail(detail::concat(key, "='", value,
+                              "': a bandwidth must be at least 0.001 (Gbit/s); leave the key out where unknown"));
         LinkSpec& link = key.substr(0, 5) == "intra" ? s.intra : s.inter;
         (key.substr(6) == "gbps" ? link.gbps : link.latency_us) = number;
       } else if (key == "nic") {

@@ -137,8 +137,8 @@ struct TopologyFile {
           if (field != "gbps" && field != "latency_us") fail(where, "unknown field; allowed: gbps latency_us");
           const double v = number.is_number() ? number.get<double>() : -1;
           // An unknown link is a missing field (the cost model then says which preset it uses), never a 0.
-          if (field == "gbps" && !(v > 0 && v <= 1e9))
-            fail(where, "expected Gbit/s in (0, 1e9]; leave the field out where the bandwidth is unknown");
+          if (field == "gbps" && !(v >= 1e-3 && v <= 1e9))
+            fail(where, "expected Gbit/s in [0.001, 1e9]; leave the field out where the bandwidth is unknown");
           if (field == "latency_us" && !(v >= 0 && v <= 1e9)) fail(where, "expected microseconds in [0, 1e9]");
           (field == "gbps" ? spec.gbps : spec.latency_us) = v;
         }
