@@ -14,13 +14,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "paro/algorithms/cost_model.hpp"
 #include "paro/algorithms/registry.hpp"
+#include "paro/core/file.hpp"
 #include "paro/topology/topology.hpp"
 
 #if __has_include(<nlohmann/json.hpp>)
@@ -157,11 +156,9 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
 inline LinkModel link_model_for(const Topology& topo, const std::optional<std::string>& cost_file = std::nullopt,
                                 const std::optional<std::string>& preset_name = std::nullopt) {
   if (const auto& path = cost_file) {
-    std::ifstream in(*path);
-    detail::require(static_cast<bool>(in), "PARO_COST_FILE '", *path, "': cannot open the file");
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse_cost_file(text.str(), *path);
+    const std::optional<std::string> text = detail::read_file(*path);
+    detail::require(text.has_value(), "PARO_COST_FILE '", *path, "': cannot open the file");
+    return parse_cost_file(*text, *path);
   }
   LinkModel m;
   if (preset_name) m = preset(*preset_name);

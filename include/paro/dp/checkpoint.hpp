@@ -32,12 +32,12 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "paro/core/error.hpp"
+#include "paro/core/file.hpp"
 #include "paro/dp/model.hpp"
 #include "paro/dp/strategy.hpp"
 
@@ -72,10 +72,7 @@ struct ShardHeader {
   static constexpr std::size_t fixed_bytes = 56, piece_bytes = 24, max_pieces = 4;
 
   // Elements of a vector in a checkpoint of `ranks` ranks: its real length, padded.
-  std::uint64_t padded_length(StateVector v) const {
-    const std::uint64_t real = v == StateVector::frozen ? params - trainable : trainable;
-    return padded(static_cast<std::size_t>(real), ranks);
-  }
+  std::uint64_t padded_length(StateVector v) const { return padded(static_cast<std::size_t>(real_length(v)), ranks); }
   std::uint64_t real_length(StateVector v) const { return v == StateVector::frozen ? params - trainable : trainable; }
 
   // The header and piece table (the file's first fixed_bytes + pieces * piece_bytes bytes, or all of a
@@ -229,11 +226,9 @@ inline void write_file_atomically(const std::string& path, std::string_view byte
 }
 
 inline std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  detail::require(static_cast<bool>(in), "checkpoint '", path, "': cannot read it (", std::strerror(errno), ")");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::optional<std::string> text = detail::read_file(path);
+  detail::require(text.has_value(), "checkpoint '", path, "': cannot read it (", std::strerror(errno), ")");
+  return std::move(*text);
 }
 
 // The folders of one checkpoint root and its `latest` pointer.

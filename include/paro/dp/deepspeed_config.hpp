@@ -12,12 +12,11 @@
 // Errors name the file and the field and say what is allowed; a number out of range (0, negative, huge,
 // a fraction where a count is meant) is an error, never clamped. Needs nlohmann-json.
 
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "paro/core/error.hpp"
+#include "paro/core/file.hpp"
 #include "paro/dp/strategy.hpp"
 
 #if __has_include(<nlohmann/json.hpp>)
@@ -93,8 +92,8 @@ struct DeepSpeedConfig {
       if (const json* p = object(*o, "params", "optimizer.params"); p && p->contains("lr")) {
         const json& lr = (*p)["lr"];
         const double v = lr.is_number() ? lr.get<double>() : -1;
-        if (!(v > 0 && v <= 1e3 && static_cast<float>(v) > 0))  // 1e-50 would become 0.0f
-
+        // 1e-50 is positive but would become 0.0f.
+        if (!(v > 0 && v <= 1e3 && static_cast<float>(v) > 0))
           fail("optimizer.params.lr", detail::concat("expected a number in (0, 1e3], got ", lr.dump()));
         c.lr = static_cast<float>(v);
       }
@@ -107,11 +106,9 @@ struct DeepSpeedConfig {
   }
 
   static DeepSpeedConfig read(const std::string& path) {
-    std::ifstream in(path);
-    detail::require(static_cast<bool>(in), "config '", path, "': cannot read it");
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse(text.str(), path);
+    const std::optional<std::string> text = detail::read_file(path);
+    detail::require(text.has_value(), "config '", path, "': cannot read it");
+    return parse(*text, path);
   }
 };
 

@@ -13,15 +13,14 @@
 // listed in "hosts". Parsing needs nlohmann-json (Debian: nlohmann-json3-dev); errors name the file, the
 // line and column, or the field, and the allowed values.
 
-#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "paro/core/error.hpp"
+#include "paro/core/file.hpp"
 #include "paro/topology/topology.hpp"
 
 #if __has_include(<nlohmann/json.hpp>)
@@ -154,11 +153,9 @@ struct TopologyFile {
   }
 
   static TopologyFile load(const std::string& path) {
-    std::ifstream in(path);
-    detail::require(static_cast<bool>(in), "PARO_TOPO_FILE '", path, "': cannot open the file");
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse_text(text.str(), path);
+    const std::optional<std::string> text = detail::read_file(path);
+    detail::require(text.has_value(), "PARO_TOPO_FILE '", path, "': cannot open the file");
+    return parse_text(*text, path);
   }
 };
 
