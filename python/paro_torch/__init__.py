@@ -9,8 +9,10 @@ See docs/pytorch.md.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
+import sys
 from datetime import timedelta
 
 import torch
@@ -65,6 +67,17 @@ def _create(dist_opts, backend_options):
         dist.get_world_size() if members else dist_opts.group_size,
     )
 
+
+def _wait_for_completions() -> None:
+    # A future completed on torch's inter-op pool may still hold tensors; released during Python's
+    # finalization they would abort the process (csrc/backend.hpp, CompletionsInFlight).
+    still_running = _C.wait_for_completions(60.0)
+    if still_running:
+        print(f"paro_torch: {still_running} future completion(s) still running 60 s after exit began",
+              file=sys.stderr)
+
+
+atexit.register(_wait_for_completions)
 
 # CUDA tensors where the extension was built with CUDA (PARO_TORCH_CUDA=1; never run on a GPU yet).
 dist.Backend.register_backend("paro", _create, extended_api=True, devices=["cpu", "cuda"] if _C.with_cuda else ["cpu"])

@@ -8,6 +8,7 @@ torchrun would give them on one node (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK),
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import time
@@ -30,6 +31,10 @@ def _entry(rank, n, body, args, env, init_file, backend, timeout_s):
     try:
         body(rank, n, *args)
     finally:
+        # Frees the body's groups held in reference cycles (a DeviceMesh, FSDP modules), so that destroying
+        # them joins their worker threads now: a gloo worker that drops a Work's tensors while Python
+        # finalizes aborts the process (torch 2.15, ProcessGroupGloo::runLoop).
+        gc.collect()
         dist.destroy_process_group()
 
 

@@ -341,6 +341,48 @@ inline std::unique_ptr<Collectives> connect_device(const c10::intrusive_ptr<c10d
 
 // ---------------------------------------------------------------------------------------------------
 
+// Future completions launched on torch's inter-op pool that have not yet dropped their references. Such a
+// task may hold the last reference to a Work's future and tensors; released while Python finalizes, a
+// tensor's Python object would take the GIL, which kills a non-main thread there mid-unwind (SIGABRT).
+// Python's exit therefore waits for them (wait_until_idle, registered with atexit by paro_torch).
+class CompletionsInFlight {
+ public:
+  static CompletionsInFlight& instance() {
+    static CompletionsInFlight* const it = new CompletionsInFlight;  // never destroyed: pool threads may outlive exit
+    return *it;
+  }
+  void begin() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++count_;
+  }
+  void end() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --count_;
+    }
+    idle_.notify_all();
+  }
+  // Returns the number still running after at most `limit` (0: all done).
+  int wait_until_idle(std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait_for(lock, limit, [&] { return count_ == 0; });
+    return count_;
+  }
+
+  // Ends one begun completion when it goes out of scope, after whatever the task declared later.
+  struct Ending {
+    Ending() = default;
+    Ending(const Ending&) = delete;
+    Ending& operator=(const Ending&) = delete;
+    ~Ending() { instance().end(); }
+  };
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  int count_ = 0;
+};
+
 class Work : public c10d::Work {
  public:
   Work(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs)
@@ -385,13 +427,15 @@ class Work : public c10d::Work {
       error_ = error;
     }
     done_.notify_all();
-    auto future = future_;
-    auto outputs = outputs_;
-    at::launch([future, outputs, error] {
+    CompletionsInFlight::instance().begin();
+    at::launch([future = future_, outputs = outputs_, error]() mutable {
+      const CompletionsInFlight::Ending ending;  // destroyed last: after the references below are dropped
+      auto completing = std::move(future);
+      auto results = std::move(outputs);
       if (error)
-        future->setError(error);
+        completing->setError(error);
       else
-        future->markCompleted(c10::IValue(outputs));
+        completing->markCompleted(c10::IValue(results));
     });
   }
 

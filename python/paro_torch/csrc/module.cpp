@@ -113,5 +113,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("grouping"), py::arg("transport"), py::arg("global_ranks"), py::arg("world_size"),
         py::call_guard<py::gil_scoped_release>(), "a paro backend for one process group (collective over its ranks)");
 
+  m.def(
+      "wait_for_completions",
+      [](double limit_s) {
+        return paro::torch_backend::CompletionsInFlight::instance().wait_until_idle(
+            std::chrono::milliseconds(static_cast<std::int64_t>(limit_s * 1000)));
+      },
+      py::arg("limit_s"), py::call_guard<py::gil_scoped_release>(),
+      "waits up to limit_s seconds for the futures' completions still running on torch's inter-op pool; returns "
+      "how many still run (paro_torch calls it at exit)");
+
   paro::torch_backend::bind_separate(m);
 }
