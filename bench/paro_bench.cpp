@@ -72,7 +72,7 @@ struct Settings {
   std::string placement = "both";  // out (of place), in (place) or both
   std::string dtypes = "float", ops = "sum";
   std::string json_path;
-  std::string emulate;  // PARO_EMULATE for this run; threads default: nodes=2 (2 x t/2) when t is even
+  std::string emulate;  // PARO_EMULATE for this run; threads default: nodes=2 (2 x t/2) when t is even (launch.hpp)
   std::string group;    // PARO_GROUP for this run
   std::string scope = "global";
   std::string trace_path;      // --trace
@@ -718,7 +718,8 @@ int main(int argc, char** argv) {
                "what it picks, and exit");
   app.add_option("--json", s.json_path, "write one JSON record per (algorithm, size, placement) here");
   app.add_option("--emulate", s.emulate,
-                 "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even");
+                 "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even and neither PARO_EMULATE "
+                 "nor PARO_TOPO_FILE is set");
   app.add_option("--group", s.group, "grouping: node, switch, pod or a size (default: PARO_GROUP, else node)");
   app.add_option("--scope", s.scope, "global, intra (my group) or inter (my rail)")
       ->capture_default_str()

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -123,6 +124,35 @@ TEST(Paced, CostShapeOfEmulatedScopes) {
     EXPECT_EQ(inter.nodes, 2);
     EXPECT_EQ(inter.ring_nic_flows, 4) << "all four rails cross the node's NIC at once";
   });
+}
+
+// The tools' threads default (2 emulated nodes) must not replace the cluster of a topology file: it did,
+// and paro-bench -t 128 with the simulation study's file then modelled 2 nodes of 64 ranks.
+TEST(Launch, TheThreadsDefaultEmulationGivesWayToATopologyFile) {
+  struct Unset {
+    std::string saved[2];
+    bool had[2] = {false, false};
+    const char* names[2] = {"PARO_EMULATE", "PARO_TOPO_FILE"};
+    Unset() {
+      for (int i = 0; i < 2; ++i)
+        if (const char* v = std::getenv(names[i])) had[i] = true, saved[i] = v, ::unsetenv(names[i]);
+    }
+    ~Unset() {
+      for (int i = 0; i < 2; ++i)
+        had[i] ? ::setenv(names[i], saved[i].c_str(), 1) : ::unsetenv(names[i]);
+    }
+  } restore;
+  paro::testing::LaunchOptions o;
+  o.thread_ranks = 8;
+  EXPECT_EQ(paro::testing::emulation_option(o), "nodes=2");
+  ::setenv("PARO_TOPO_FILE", "cluster.topo.json", 1);
+  EXPECT_EQ(paro::testing::emulation_option(o), "") << "discovery reads the file itself";
+  o.emulate = "nodes=4";
+  EXPECT_EQ(paro::testing::emulation_option(o), "nodes=4") << "an explicit emulation still wins";
+  ::unsetenv("PARO_TOPO_FILE");
+  o.emulate.clear();
+  o.thread_ranks = 7;
+  EXPECT_EQ(paro::testing::emulation_option(o), "");
 }
 
 }  // namespace

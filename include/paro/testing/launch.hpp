@@ -114,7 +114,7 @@ struct LaunchOptions {
   std::string device = "host";      // threads: buffers in host or (CUDA builds) cuda memory
   int thread_ranks = 8;             // threads, and nccl without MPI: ranks in this process
   // The emulated cluster (PARO_EMULATE form); empty: PARO_EMULATE, else for threads with an even rank
-  // count 2 nodes (nodes=2), else one node. With link keys in it, host backends' messages take the
+  // count and no PARO_TOPO_FILE 2 nodes (nodes=2), else one node. With link keys in it, host backends' messages take the
   // emulated links' time (paced::Transport); without, they pass straight through.
   std::string emulate;
   bool trace = false;            // host backends: record every message (paced::TraceLog)
@@ -132,11 +132,13 @@ struct Launched {
   bool rank_0 = true;
 };
 
-// The PARO_EMULATE given to discovery: the option's, else for threads with an even rank count and no
-// PARO_EMULATE nodes=2, else none (discovery then reads PARO_EMULATE itself).
+// The PARO_EMULATE given to discovery: the option's, else for threads with an even rank count and neither
+// PARO_EMULATE nor PARO_TOPO_FILE nodes=2, else none (discovery then reads them itself; an emulation
+// would override the file's cluster, keeping only its links).
 inline std::string emulation_option(const LaunchOptions& o) {
   if (!o.emulate.empty()) return o.emulate;
-  if (o.backend == "threads" && o.thread_ranks % 2 == 0 && !env::get("PARO_EMULATE")) return "nodes=2";
+  if (o.backend == "threads" && o.thread_ranks % 2 == 0 && !env::get("PARO_EMULATE") && !env::get("PARO_TOPO_FILE"))
+    return "nodes=2";
   return "";
 }
 
