@@ -717,9 +717,10 @@ int main(int argc, char** argv) {
                "print, per collective and size (-b..-e), every algorithm's prediction and why automatic picks "
                "what it picks, and exit");
   app.add_option("--json", s.json_path, "write one JSON record per (algorithm, size, placement) here");
-  app.add_option("--emulate", s.emulate,
-                 "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even and neither PARO_EMULATE "
-                 "nor PARO_TOPO_FILE is set");
+  app.add_option(
+      "--emulate", s.emulate,
+      "emulated cluster (PARO_EMULATE form); threads default nodes=2 when -t is even and neither PARO_EMULATE "
+      "nor PARO_TOPO_FILE is set");
   app.add_option("--group", s.group, "grouping: node, switch, pod or a size (default: PARO_GROUP, else node)");
   app.add_option("--scope", s.scope, "global, intra (my group) or inter (my rail)")
       ->capture_default_str()

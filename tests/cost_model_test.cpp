@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "paro/algorithms/calibration_fit.hpp"
@@ -66,7 +67,6 @@ TEST(LowerBound, FourNicsPerNodeQuarterTheNicTime) {
 // 2 pods x 2 nodes x 4 ranks, one NIC per rank at 2 Gbit/s, a NIC's share of its pod uplink 0.5 Gbit/s.
 TEST(LowerBound, OversubscribedPodUplinkTakesOnlyTheCrossPodBytes) {
   LinkModel links = slow_nic(paro::NicModel::per_rank);
-  links.inter = {0.5, 0};  // the slowest level, as the predictions see it
   links.nic_link = paro::LinkSpec{2, 0};
   links.pod_link = paro::LinkSpec{0.5, 0};
   const CostModel model(links, links);
@@ -94,18 +94,82 @@ TEST(LowerBound, OneLatencyOfTheSlowestLinkOnTheWay) {
   EXPECT_DOUBLE_EQ(model.lower_bound(Collective::all_gather, 0, one_node), 1);
 }
 
+// 2 pods x 2 switches x 2 nodes x 2 ranks, placed in rank order, grouped by node.
+CostShape three_levels(paro::NicModel nic) {
+  const paro::Topology topo = paro::topology::EmulationSpec::parse("pods=2,switches=2,nodes=2,ranks=2").place(16);
+  std::vector<int> all(16);
+  for (int r = 0; r < 16; ++r) all[static_cast<std::size_t>(r)] = r;
+  const auto chain = paro::algorithms::scope_partitions(topo, topo.ordinals(paro::Level::node), all);
+  return paro::algorithms::cost_shape(topo, all, chain, nic);
+}
+
+// Where the pod uplink is known: a NIC's share of it at 1/4 of the NIC.
+LinkModel with_pods(paro::NicModel nic) {
+  LinkModel m = slow_nic(nic);
+  m.nic_link = m.inter;
+  m.pod_link = paro::LinkSpec{0.5, 3};
+  return m;
+}
+
+// The same links without software or compute time (the links-only preset's costs).
+LinkModel without_host_costs(LinkModel m) {
+  const LinkModel none = paro::algorithms::links_only();
+  m.step_us = none.step_us;
+  m.lane_us = none.lane_us;
+  m.reduce_gbps = none.reduce_gbps;
+  m.copy_gbps = none.copy_gbps;
+  return m;
+}
+
 TEST(LowerBound, BelowEveryPrediction) {
-  for (auto nic : {paro::NicModel::shared, paro::NicModel::per_rank}) {
-    const CostModel model(slow_nic(nic), slow_nic(nic));
-    for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce})
-      for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 30); bytes *= 4)
-        for (Algorithm a : paro::all_algorithms)
-          if (Builtin::family(a) != paro::algorithms::Family::native) {  // native is not modelled
-            EXPECT_LE(model.lower_bound(c, bytes, two_by_four()),
-                      Builtin::predict(model, a, c, bytes, two_by_four()).time_us)
-                << paro::name_of(c) << " " << paro::name_of(a) << " " << bytes << " nic " << paro::name_of(nic);
-          }
-  }
+  for (auto nic : {paro::NicModel::shared, paro::NicModel::per_rank})
+    for (const auto& [model, shape] :
+         {std::pair{CostModel(slow_nic(nic), slow_nic(nic)), two_by_four()},
+          std::pair{CostModel(with_pods(nic), with_pods(nic)), three_levels(nic)},
+          std::pair{CostModel(without_host_costs(with_pods(nic)), with_pods(nic)), three_levels(nic)}})
+      for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce})
+        for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 30); bytes *= 4)
+          for (Algorithm a : paro::all_algorithms)
+            if (Builtin::family(a) != paro::algorithms::Family::native) {  // native is not modelled
+              EXPECT_LE(model.lower_bound(c, bytes, shape), Builtin::predict(model, a, c, bytes, shape).time_us)
+                  << paro::name_of(c) << " " << paro::name_of(a) << " " << bytes << " nic " << paro::name_of(nic)
+                  << " pods " << shape.pods;
+            }
+}
+
+// A flat ring's block passes every hop in turn: its latency is the hops' mean, its rate the slowest hop's.
+TEST(Predictions, ARingPaysItsHopsLatenciesAndItsSlowestHopsRate) {
+  LinkModel links = slow_nic(paro::NicModel::per_rank);
+  links.intra.latency_us = 1;
+  links.inter.latency_us = 9;
+  links.step_us = 0;
+  const CostModel model(links, links);
+  CostShape s = two_by_four();
+  s.ring_inter_hops = 2;  // 3 -> 4 and 7 -> 0 leave a node
+  EXPECT_DOUBLE_EQ(model.ring_link(s).alpha, 0.75 * 1 + 0.25 * 9);
+  EXPECT_DOUBLE_EQ(model.ring_link(s).beta, 8e-3 / 2);
+  // The tree's short steps stay in the node: cheaper than every step on the NIC.
+  CostShape everywhere_inter = s;
+  everywhere_inter.ring_inter_hops = 8;
+  EXPECT_LT(model.flat_tree(Collective::all_gather, 1 << 20, 8, s),
+            model.flat_tree(Collective::all_gather, 1 << 20, 8, everywhere_inter));
+}
+
+// The pod uplink slows only what crosses pods: the rail between pods, not the rails inside one, and a flat
+// ring by its share for the one flow per pod that crosses.
+TEST(Predictions, OnlyWhatCrossesPodsTakesTheUplink) {
+  const CostShape s = three_levels(paro::NicModel::per_rank);
+  ASSERT_EQ(s.units, (std::vector<int>{2, 2, 2}));
+  EXPECT_EQ(s.rail_pods, (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(s.ring_inter_hops, 8);
+  EXPECT_EQ(s.ring_pod_hops, 2);
+  EXPECT_EQ(s.ring_pod_flows, 1);
+  EXPECT_EQ(s.pod_ranks, 8);
+  const CostModel model(with_pods(paro::NicModel::per_rank), with_pods(paro::NicModel::per_rank));
+  EXPECT_DOUBLE_EQ(model.rail_hop(s, 0).beta, 8e-3 / 0.5) << "every rank crosses: a NIC's share of the uplink";
+  EXPECT_DOUBLE_EQ(model.rail_hop(s, 0).alpha, 3 + 2);
+  EXPECT_DOUBLE_EQ(model.rail_hop(s, 1).beta, 8e-3 / 2) << "inside the pod: the NIC";
+  EXPECT_DOUBLE_EQ(model.ring_link(s).beta, 8e-3 / 2) << "one flow leaves each pod: the NIC is the limit";
 }
 
 TEST(Choice, HierarchicalOverlapWinsLargeMessagesOnSlowLinks) {
@@ -179,6 +243,9 @@ TEST(Hierarchy, NestedPartitionsCoarsestFirst) {
 
 TEST(Links, PresetsAndTheirErrors) {
   EXPECT_EQ(paro::algorithms::preset("nvlink-ib400").inter.gbps, 400);
+  const LinkModel simulated = paro::algorithms::preset("links-only");  // what SMPI without computation times
+  EXPECT_EQ(simulated.step_us + simulated.lane_us, 0);
+  EXPECT_GE(simulated.reduce_gbps, 1e9);
   try {
     paro::algorithms::preset("ethernet");
     FAIL();

@@ -138,8 +138,7 @@ TEST(Launch, TheThreadsDefaultEmulationGivesWayToATopologyFile) {
         if (const char* v = std::getenv(names[i])) had[i] = true, saved[i] = v, ::unsetenv(names[i]);
     }
     ~Unset() {
-      for (int i = 0; i < 2; ++i)
-        had[i] ? ::setenv(names[i], saved[i].c_str(), 1) : ::unsetenv(names[i]);
+      for (int i = 0; i < 2; ++i) had[i] ? ::setenv(names[i], saved[i].c_str(), 1) : ::unsetenv(names[i]);
     }
   } restore;
   paro::testing::LaunchOptions o;

@@ -30,8 +30,8 @@ struct LinkModel {
   LinkSpec intra{800, 1};  // default: NVLink-class links inside a node
   LinkSpec inter{200, 5};  // one 200 Gbit/s NIC per rank
   NicModel nic = NicModel::per_rank;
-  // For the lower bound, where the topology gives them (inter above is the slowest level, which the
-  // predictions use): a NIC's own link, and a NIC's share of its pod's uplink.
+  // Where the topology gives them: a NIC's own link (inter above is the same), and a NIC's share of its
+  // pod's uplink when every NIC of the pod sends across pods (the bound's, and CostModel::hop's pod term).
   std::optional<LinkSpec> nic_link, pod_link;
   double step_us = 2;        // software cost of one message step
   double lane_us = 20;       // starting the lanes of one overlapped call
@@ -67,6 +67,15 @@ struct NamedPreset {
   LinkModel model;
 };
 
+// Where only messages take time: every software and local cost zero (reductions and copies 1e9 Gbit/s).
+inline LinkModel links_only() {
+  LinkModel m;
+  m.step_us = 0;
+  m.lane_us = 0;
+  m.reduce_gbps = m.copy_gbps = 1e9;
+  return m;
+}
+
 inline std::vector<NamedPreset> presets() {
   auto make = [](LinkSpec intra, LinkSpec inter, NicModel nic, double step, double reduce) {
     LinkModel m;
@@ -87,6 +96,10 @@ inline std::vector<NamedPreset> presets() {
        make({128, 3}, {100, 15}, NicModel::shared, 3, 4000)},
       {"cpu-tcp25", "CPU hosts: shared memory 80 Gbit/s per rank, one 25 Gbit/s TCP NIC per node",
        make({80, 1}, {25, 30}, NicModel::shared, 3, 40)},
+      {"links-only",
+       "a simulated cluster that times messages only (SimGrid SMPI without computation): no software, copy or "
+       "reduction time; links from the topology",
+       links_only()},
   };
 }
 
@@ -109,12 +122,16 @@ struct CostShape {
   int ranks = 1;
   std::vector<int> units;           // units per level of the hierarchy, top first; empty: flat
   std::vector<bool> rail_inter;     // per level: do the rail's messages leave the node?
+  std::vector<bool> rail_pods;      // per level: do they cross pods?
   bool leaf_inter = false;          // does the innermost (flat) unit span nodes?
   bool even = true;                 // every level's units are alike (else the flat ring runs)
   int nodes = 1;                    // distinct nodes among the scope's members
   int ranks_per_node = 1;           // the scope's members on the fullest node
   double nic_flows = 1;             // flows through one NIC when every member sends across nodes at once
   double ring_nic_flows = 0;        // flows through one NIC in a flat ring step (0: the ring stays in a node)
+  int ring_inter_hops = 0;          // hops of the flat ring (of `ranks`) that leave a node
+  int ring_pod_hops = 0;            // ... and that cross pods
+  double ring_pod_flows = 0;        // flows leaving one pod in a flat ring step
   int pods = 1;                     // distinct pods among the scope's members (1: no pod level known)
   int pod_ranks = 0, pod_nics = 0;  // the scope's members in its fullest pod, and their NICs
   // Members of one unit at `level` (level 0: the whole scope; units.size(): the innermost unit).
@@ -156,6 +173,15 @@ class CostModel {
   // of the slowest link the last byte must cross (an algorithm that posts all its messages at once pays
   // no more). Software costs (steps, reductions) are not in it.
   double lower_bound(Collective c, std::size_t full_bytes, const CostShape& s) const {
+    return bound_on(bound_, c, full_bytes, s);
+  }
+  // The same bound on the links the predictions use: no prediction is below it (Builtin::formula), where
+  // a formula's lanes would otherwise overlap on a NIC they share.
+  double bound_on_own_links(Collective c, std::size_t full_bytes, const CostShape& s) const {
+    return bound_on(l_, c, full_bytes, s);
+  }
+
+  static double bound_on(const LinkModel& links, Collective c, std::size_t full_bytes, const CostShape& s) {
     const double N = static_cast<double>(full_bytes);
     const int n = s.ranks, q = std::max(1, s.nodes), m = std::max(1, s.ranks_per_node);
     if (n <= 1) return 0;
@@ -165,9 +191,9 @@ class CostModel {
     auto entering = [&](int units, int members) {
       return (reduce_all ? 2.0 * (units - 1) / units : static_cast<double>(n - members) / n) * N;
     };
-    const LinkSpec nic = bound_.nic_link.value_or(bound_.inter);
-    const double nic_us = nic.us_per_byte() / (bound_.nic == NicModel::per_rank ? m : 1);
-    const double intra_us = bound_.intra.us_per_byte();
+    const LinkSpec nic = links.nic_link.value_or(links.inter);
+    const double nic_us = nic.us_per_byte() / (links.nic == NicModel::per_rank ? m : 1);
+    const double intra_us = links.intra.us_per_byte();
     double bandwidth = 0;
     if (q == 1) {
       bandwidth = per_rank * intra_us;
@@ -178,10 +204,10 @@ class CostModel {
       const double y = std::max(per_node_nic, std::min(balanced, per_rank * m));
       bandwidth = std::max(y * nic_us, (per_rank - y / m) * intra_us);
     }
-    double latency = q > 1 ? nic.latency_us : bound_.intra.latency_us;
-    if (bound_.pod_link && s.pods > 1 && s.pod_nics > 0) {
-      bandwidth = std::max(bandwidth, entering(s.pods, s.pod_ranks) * bound_.pod_link->us_per_byte() / s.pod_nics);
-      latency = std::max(latency, bound_.pod_link->latency_us);
+    double latency = q > 1 ? nic.latency_us : links.intra.latency_us;
+    if (links.pod_link && s.pods > 1 && s.pod_nics > 0) {
+      bandwidth = std::max(bandwidth, entering(s.pods, s.pod_ranks) * links.pod_link->us_per_byte() / s.pod_nics);
+      latency = std::max(latency, links.pod_link->latency_us);
     }
     return bandwidth + latency;
   }
@@ -192,12 +218,36 @@ class CostModel {
     double alpha, beta;  // per message (us), per byte (us)
   };
 
-  Hop hop(bool inter, double flows) const {
+  // A message inside a node, or leaving it with `flows` messages through its NIC at once. One that also
+  // crosses pods takes the pod uplink's latency and, with `pod_flows` messages leaving the pod at once,
+  // its share of the uplink (pod_link: a NIC's share when all of the pod's NICs send).
+  Hop hop(bool inter, double flows, const CostShape* pod_crossing = nullptr, double pod_flows = 0) const {
     if (!inter) return {l_.intra.latency_us + l_.step_us, l_.intra.us_per_byte()};
     const double share = l_.nic == NicModel::shared ? std::max(1.0, flows) : 1.0;
-    return {l_.inter.latency_us + l_.step_us, std::max(l_.intra.us_per_byte(), share * l_.inter.us_per_byte())};
+    Hop h{l_.inter.latency_us + l_.step_us, std::max(l_.intra.us_per_byte(), share * l_.inter.us_per_byte())};
+    if (pod_crossing && l_.pod_link) {
+      const double nics = std::max(1, pod_crossing->pod_nics);
+      h.alpha = std::max(h.alpha, l_.pod_link->latency_us + l_.step_us);
+      h.beta = std::max(h.beta, l_.pod_link->us_per_byte() * std::max(1.0, pod_flows) / nics);
+    }
+    return h;
   }
-  Hop flat_link(const CostShape& s) const { return hop(s.ring_nic_flows > 0, s.ring_nic_flows); }
+  // Every member of the scope sends across pods at once (a rail between pods, a tree's long step).
+  double all_pod_flows(const CostShape& s) const { return s.pod_ranks * s.nic_flows / std::max(1, s.ranks_per_node); }
+  // The slowest link of a flat scope: its messages to the next rank (ring) or to all (direct).
+  Hop flat_link(const CostShape& s) const {
+    return hop(s.ring_nic_flows > 0, s.ring_nic_flows, s.ring_pod_hops > 0 ? &s : nullptr, s.ring_pod_flows);
+  }
+  // A flat ring's step: a block travels every hop of the ring in turn, so the latency is the hops' mean
+  // (most stay in a node); the pipeline runs at the slowest hop's rate.
+  Hop ring_link(const CostShape& s) const {
+    const Hop slowest = flat_link(s);
+    if (s.ring_nic_flows <= 0 || s.ring_inter_hops <= 0) return slowest;
+    const double n = std::max(1, s.ranks), inter = s.ring_inter_hops / n, pods = s.ring_pod_hops / n;
+    const double alpha =
+        (1 - inter) * hop(false, 0).alpha + (inter - pods) * hop(true, s.ring_nic_flows).alpha + pods * slowest.alpha;
+    return {alpha, slowest.beta};
+  }
   double reduce_us(double bytes) const { return bytes * 8e-3 / l_.reduce_gbps; }
   double copy_us(double bytes) const { return bytes * 8e-3 / l_.copy_gbps; }
   double barrier_us(int n) const { return std::ceil(std::log2(std::max(n, 2))) * (l_.step_us + l_.inter.latency_us); }
@@ -211,26 +261,43 @@ class CostModel {
     return c == Collective::all_gather ? ag : c == Collective::reduce_scatter ? rs : rs + ag;
   }
 
+  // Recursive doubling / halving and Bruck: the step at rank distance d moves d/n of the buffer (d/p over
+  // the power-of-two part), every rank at once. Where the members lie in rank order a short step stays in
+  // the node and only steps as long as a pod cross pods; the fold of a non-power-of-two count takes the
+  // slowest hop.
   double flat_tree(Collective c, double N, int n, const CostShape& s) const {
-    // The long-distance steps leave the node for every rank at once.
-    const Hop h = hop(s.nodes > 1, s.nic_flows);
+    const bool in_order = s.ring_inter_hops * s.ranks_per_node <= s.ranks;
+    const Hop slowest = hop(s.nodes > 1, s.nic_flows, s.pods > 1 ? &s : nullptr, all_pod_flows(s));
+    auto at_distance = [&](int d) {
+      if (!in_order || (s.pods > 1 && d >= s.pod_ranks)) return slowest;
+      return hop(s.nodes > 1 && d >= s.ranks_per_node, s.nic_flows);
+    };
     int p = 1;
     while (p * 2 <= n) p *= 2;
     const bool fold = p != n;
-    const double logp = std::log2(p);
+    double ag = 0, steps = 0;  // Bruck over n: distance d moves min(d, n-d) blocks
+    for (int d = 1; d < n; d *= 2) {
+      const Hop h = at_distance(d);
+      ag += h.alpha + std::min(d, n - d) * N / n * h.beta;
+    }
+    for (int d = 1; d < p; d *= 2) {
+      const Hop h = at_distance(d);
+      steps += h.alpha + static_cast<double>(d) / p * N * h.beta;
+    }
+    const double folding = fold * (2 * slowest.alpha + (1 + 1.0 / n) * N * slowest.beta);
     switch (c) {
-      case Collective::all_gather: return std::ceil(std::log2(n)) * h.alpha + (n - 1.0) / n * N * h.beta;
-      case Collective::reduce_scatter:
-        return (logp + 2 * fold) * h.alpha + ((p - 1.0) / p + fold * (1 + 1.0 / n)) * N * h.beta +
-               ((p - 1.0) / p + fold) * reduce_us(N);
+      case Collective::all_gather: return ag;
+      case Collective::reduce_scatter: return steps + folding + ((p - 1.0) / p + fold) * reduce_us(N);
       case Collective::all_reduce:
-        return (2 * logp + 2 * fold) * h.alpha + (2 * (p - 1.0) / p + 2 * fold) * N * h.beta +
-               ((p - 1.0) / p + fold) * reduce_us(N);
+        return 2 * steps + fold * (2 * slowest.alpha + 2 * N * slowest.beta) + ((p - 1.0) / p + fold) * reduce_us(N);
     }
     return 0;
   }
 
-  Hop rail_hop(const CostShape& s, std::size_t level) const { return hop(s.rail_inter[level], s.nic_flows); }
+  Hop rail_hop(const CostShape& s, std::size_t level) const {
+    const bool pods = level < s.rail_pods.size() && s.rail_pods[level];
+    return hop(s.rail_inter[level], s.nic_flows, pods ? &s : nullptr, all_pod_flows(s));
+  }
   Hop leaf_hop(const CostShape& s) const { return hop(s.leaf_inter, s.nic_flows); }
 
   // A level's schedule for blocks of `block` bytes (direct.hpp): the k-th block of the rail arrives at
@@ -352,11 +419,15 @@ class CostModel {
 
   // MiCS-HCS: the rail ring and a ring per unit member, one after the other; a flat ring without levels.
   double mics(Collective c, const CostShape& s, double N) const {
-    if (!s.hierarchical()) return flat_ring(c, N, s.ranks, flat_link(s));
+    if (!s.hierarchical()) return flat_ring(c, N, s.ranks, ring_link(s));
     const int g = s.units[0], m = s.ranks / g;
     const Hop rail = rail_hop(s, 0);
     const bool unit_inter = s.units.size() > 1 ? true : s.leaf_inter;
-    const Hop unit = hop(unit_inter, s.nic_flows);
+    Hop unit = hop(unit_inter, s.nic_flows);
+    if (unit_inter && s.ring_inter_hops > 0) {  // a unit's ring leaves a node as often as the scope's ring
+      const double f = static_cast<double>(s.ring_inter_hops) / s.ranks;
+      unit.alpha = (1 - f) * hop(false, 0).alpha + f * unit.alpha;
+    }
     const double block = N / s.ranks;
     switch (c) {
       case Collective::all_gather:

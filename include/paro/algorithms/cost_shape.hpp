@@ -53,12 +53,23 @@ inline CostShape cost_shape(const Topology& topo, const std::vector<int>& member
   int crossings = 0;
   std::vector<int> leaving(static_cast<std::size_t>(s.nodes));
   for (std::size_t i = 0; i < nodes.size() && nodes.size() > 1; ++i)
-    if (nodes[i] != nodes[(i + 1) % nodes.size()])
+    if (nodes[i] != nodes[(i + 1) % nodes.size()]) {
+      ++s.ring_inter_hops;
       crossings = std::max(crossings, ++leaving[static_cast<std::size_t>(nodes[i])]);
+    }
   s.ring_nic_flows = crossings * instances;
-  if (std::find(topo.known_levels.begin(), topo.known_levels.end(), Level::pod) != topo.known_levels.end()) {
-    const std::vector<int> pods = normalized(labels_of(topo.ordinals(Level::pod), members));
+  const bool pods_known =
+      std::find(topo.known_levels.begin(), topo.known_levels.end(), Level::pod) != topo.known_levels.end();
+  const std::vector<int> pods =
+      pods_known ? normalized(labels_of(topo.ordinals(Level::pod), members)) : std::vector<int>(nodes.size(), 0);
+  if (pods_known) {
     s.pods = unit_count(pods);
+    std::vector<int> exits(static_cast<std::size_t>(s.pods));
+    for (std::size_t i = 0; i < pods.size() && pods.size() > 1; ++i)
+      if (pods[i] != pods[(i + 1) % pods.size()]) {
+        ++s.ring_pod_hops;
+        s.ring_pod_flows = std::max(s.ring_pod_flows, ++exits[static_cast<std::size_t>(pods[i])] * instances);
+      }
     std::vector<int> ranks_in(static_cast<std::size_t>(s.pods));
     std::vector<std::set<int>> nodes_in(static_cast<std::size_t>(s.pods));
     for (std::size_t i = 0; i < pods.size(); ++i) {
@@ -73,6 +84,7 @@ inline CostShape cost_shape(const Topology& topo, const std::vector<int>& member
       }
   }
   int parent_units = 1;
+  const std::vector<int>* parent = nullptr;
   for (const auto& p : chain) {
     const int units = unit_count(p);
     std::vector<int> sizes(static_cast<std::size_t>(units));
@@ -81,7 +93,10 @@ inline CostShape cost_shape(const Topology& topo, const std::vector<int>& member
              std::all_of(sizes.begin(), sizes.end(), [&](int z) { return z == sizes[0]; });
     s.units.push_back(std::max(1, units / parent_units));
     s.rail_inter.push_back(refines(nodes, p));
+    // The rail joins members of one parent unit: it crosses pods where that unit spans several.
+    s.rail_pods.push_back(s.pods > 1 && (parent ? !refines(*parent, pods) : true));
     parent_units = units;
+    parent = &p;
   }
   const std::vector<int>& leaf = chain.empty() ? std::vector<int>(nodes.size(), 0) : chain.back();
   std::map<int, int> node_of_leaf;

@@ -169,16 +169,16 @@ inline LinkModel link_model_for(const Topology& topo, const std::optional<std::s
     m.intra.latency_us = node->second.latency_us;
     from_topology = true;
   }
-  // Between nodes, the slowest level the topology describes.
-  bool inter_known = false;
-  for (Level l : {Level::switch_, Level::pod}) {
+  // Between nodes, the NIC's link (the switch level's); the pod uplink's only for messages that cross pods
+  // (CostModel::hop), or for all where the topology gives no other.
+  for (Level l : {Level::pod, Level::switch_}) {
     auto it = topo.links.find(l);
     if (it == topo.links.end() || !it->second.known()) continue;
     const LinkSpec& link = it->second;
     (l == Level::switch_ ? m.nic_link : m.pod_link) = link;
-    if (link.gbps > 0 && (!inter_known || link.gbps < m.inter.gbps)) m.inter.gbps = link.gbps;
-    m.inter.latency_us = inter_known ? std::max(m.inter.latency_us, link.latency_us) : link.latency_us;
-    inter_known = from_topology = true;
+    if (link.gbps > 0) m.inter.gbps = link.gbps;
+    m.inter.latency_us = link.latency_us;
+    from_topology = true;
   }
   if (topo.nic) m.nic = *topo.nic;
   if (from_topology) m.source = detail::concat("topology links over ", m.source);

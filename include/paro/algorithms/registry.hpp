@@ -150,6 +150,7 @@ struct AlgorithmList {
     if (s.ranks <= 1) return {m.links().step_us, 0};
     Prediction p;
     visit(a, [&](auto d) { p = decltype(d)::predict(m, c, static_cast<double>(full_bytes), s); });
+    if (p.time_us > 0) p.time_us = std::max(p.time_us, m.bound_on_own_links(c, full_bytes, s));  // 0: not modelled
     return p;
   }
 

@@ -114,8 +114,8 @@ struct LaunchOptions {
   std::string device = "host";      // threads: buffers in host or (CUDA builds) cuda memory
   int thread_ranks = 8;             // threads, and nccl without MPI: ranks in this process
   // The emulated cluster (PARO_EMULATE form); empty: PARO_EMULATE, else for threads with an even rank
-  // count and no PARO_TOPO_FILE 2 nodes (nodes=2), else one node. With link keys in it, host backends' messages take the
-  // emulated links' time (paced::Transport); without, they pass straight through.
+  // count and no PARO_TOPO_FILE 2 nodes (nodes=2), else one node. With link keys in it, host backends' messages take
+  // the emulated links' time (paced::Transport); without, they pass straight through.
   std::string emulate;
   bool trace = false;            // host backends: record every message (paced::TraceLog)
   CommunicatorConfig config;     // its discovery.emulate is set from emulate
