@@ -185,6 +185,21 @@ TEST(Choice, HierarchicalOverlapWinsLargeMessagesOnSlowLinks) {
       MiB64);
 }
 
+// Where paro_cc's lanes run inline (one thread per rank, as under SMPI), the model drops its pipeline:
+// one piece, and no faster than with lanes on threads.
+TEST(Predictions, InlineLanesRunNoPipeline) {
+  const CostModel model(slow_nic(paro::NicModel::shared), slow_nic(paro::NicModel::shared));
+  CostShape inline_lanes = two_by_four();
+  inline_lanes.lanes_concurrent = false;
+  const auto inline_ar = Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, inline_lanes);
+  EXPECT_EQ(inline_ar.pipeline_chunk_bytes, MiB64);
+  EXPECT_GT(inline_ar.time_us,
+            Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()).time_us);
+  for (Collective c : {Collective::all_gather, Collective::reduce_scatter})
+    EXPECT_EQ(Builtin::predict(model, Algorithm::paro_cc, c, MiB64, inline_lanes).pipeline_chunk_bytes, MiB64)
+        << paro::name_of(c);
+}
+
 // The shape Communicator computes for a scope, from the topology and the grouping alone.
 TEST(CostShape, FromTheTopologyAndTheGroups) {
   const paro::Topology topo = paro::topology::EmulationSpec::parse("nodes=2,ranks=4").place(8);

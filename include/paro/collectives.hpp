@@ -94,7 +94,7 @@ class Communicator {
         grouping_(config.group),
         cost_(algorithms::link_model_for(topology_, tuning_.cost_file, tuning_.links_preset),
               algorithms::link_model_for(topology_, std::nullopt, tuning_.links_preset), tuning_.direct_max_bytes),
-        scopes_(t_, topology_, groups_, cost_.bound_links().nic) {
+        scopes_(t_, topology_, groups_, cost_.bound_links().nic, lanes_on_threads(t_)) {
     if (groups_.uneven())
       log::info(rank(), "grouping by ", grouping_.describe(), ": groups of different sizes (",
                 groups_.members.front().size(), " .. ", groups_.members.back().size(),

@@ -134,6 +134,7 @@ struct CostShape {
   double ring_pod_flows = 0;        // flows leaving one pod in a flat ring step
   int pods = 1;                     // distinct pods among the scope's members (1: no pod level known)
   int pod_ranks = 0, pod_nics = 0;  // the scope's members in its fullest pod, and their NICs
+  bool lanes_concurrent = true;     // paro_cc's lanes run at once on threads; else inline, with no pipeline
   // Members of one unit at `level` (level 0: the whole scope; units.size(): the innermost unit).
   int members_below(std::size_t level) const {
     int r = ranks;
@@ -347,7 +348,8 @@ class CostModel {
     const int g = s.units[0];
     const Hop rail = rail_hop(s, 0);
     Prediction best{0, 0};
-    for (double pieces = 1; pieces <= 64 && (pieces == 1 || block / pieces >= 4096); pieces *= 2) {
+    const double most_pieces = s.lanes_concurrent ? 64 : 1;  // inline lanes run no pipeline (collectives.hpp)
+    for (double pieces = 1; pieces <= most_pieces && (pieces == 1 || block / pieces >= 4096); pieces *= 2) {
       const double b = block / pieces;
       const Arrivals arrive = arrivals(rail, b);
       const double step = arrive.per + (c == Collective::reduce_scatter ? reduce_us(b) : 0);
@@ -396,7 +398,7 @@ class CostModel {
       return {rs + ar + ag + 2 * barrier_us(s.ranks), 0};
     }
     Prediction best{0, 0};
-    for (double k = 1; k <= 1024 && N / k >= 4 * m; k *= 2) {
+    for (double k = 1; k <= (s.lanes_concurrent ? 1024 : 1) && N / k >= 4 * m; k *= 2) {
       stages(N / k, rs, ar, ag);
       const double t = rs + ar + ag + (k - 1) * std::max(rs + ag, ar) + l_.lane_us;
       if (best.time_us == 0 || t < best.time_us) best = {t, static_cast<std::size_t>(std::ceil(N / k))};
