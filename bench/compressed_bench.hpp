@@ -23,6 +23,8 @@
 #include "paro/core/env.hpp"
 #include "paro/testing/separate_check.hpp"
 
+#include "median.hpp"
+
 namespace paro::bench {
 
 struct CompressedRun {
@@ -53,12 +55,6 @@ class CompressedBench {
     std::size_t wire_bytes = 0;
     std::vector<double> rounds_us, comm_rounds_us;
   };
-
-  static double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  }
 
   Communicator<Transport>& comm_;
   const CompressedRun& run_;

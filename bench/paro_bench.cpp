@@ -49,6 +49,8 @@
 #include "paro/testing/launch.hpp"
 #include "paro/testing/report.hpp"
 #include "paro/transport/paced.hpp"
+
+#include "median.hpp"
 #ifdef PARO_HAVE_COMPRESSION
 #include "compressed_bench.hpp"
 #endif
@@ -85,7 +87,7 @@ struct Settings {
   std::string projection = "gaussian";
   bool no_error_feedback = false;
   std::string separate_chunk = "256K";  // SEPARATE's pipeline pieces; 0 = no overlap
-  int rounds = 3;
+  int rounds = 0;                       // --rounds; 0: 1 for the collectives, 3 for compressed_all_reduce
 };
 
 constexpr const char* compressed_name = "compressed_all_reduce";
@@ -94,7 +96,8 @@ struct Row {
   std::size_t bytes = 0, count = 0;
   DataType dt{};
   ReduceOp op{};
-  double time_us[2] = {0, 0};  // out of place, in place
+  double time_us[2] = {0, 0};  // out of place, in place; the median of round_us
+  std::vector<double> round_us[2];
   std::size_t wrong[2] = {0, 0};
 };
 
@@ -137,8 +140,22 @@ class Bench {
     std::vector<std::vector<Row>> rows(algos_.size());
     for (DataType dt : dtypes_)
       for (ReduceOp op : ops_)
-        for (std::size_t bytes : sizes(dt))
-          for (std::size_t a = 0; a < algos_.size(); ++a) rows[a].push_back(measure(algos_[a], dt, op, bytes));
+        for (std::size_t bytes : sizes(dt)) {
+          // Each round times every algorithm once, starting one further along each time; a row is its
+          // algorithm's median round, with its values checked in the first.
+          std::vector<Row> merged(algos_.size());
+          for (int round = 0; round < std::max(1, s_.rounds); ++round)
+            for (std::size_t i = 0; i < algos_.size(); ++i) {
+              const std::size_t a = (i + static_cast<std::size_t>(round)) % algos_.size();
+              Row row = measure(algos_[a], dt, op, bytes, round == 0);
+              if (round == 0) merged[a] = row;
+              for (int p : placements()) merged[a].round_us[p].push_back(row.time_us[p]);
+            }
+          for (std::size_t a = 0; a < algos_.size(); ++a) {
+            for (int p : placements()) merged[a].time_us[p] = paro::bench::median(merged[a].round_us[p]);
+            rows[a].push_back(std::move(merged[a]));
+          }
+        }
     std::size_t total_wrong = 0;
     double busbw_sum = 0;
     int busbw_count = 0;
@@ -277,12 +294,16 @@ class Bench {
     return all;
   }
 
-  Row measure(Algorithm algo, DataType dt, ReduceOp op, std::size_t bytes) {
+  Row measure(Algorithm algo, DataType dt, ReduceOp op, std::size_t bytes, bool check) {
     const int r = t_.rank();
     const std::size_t esize = paro::size_of(dt), total = bytes / esize;
     const std::size_t count = count_for(dt, bytes);
     const paro::BufferShape shape = shape_for(dt, bytes);
-    Row row{bytes, total, dt, op, {0, 0}, {0, 0}};
+    Row row;
+    row.bytes = bytes;
+    row.count = total;
+    row.dt = dt;
+    row.op = op;
     // In the backend's memory space; inputs are made on the host and staged there. Under a simulator that
     // models only time, large buffers hold no data (transport.hpp).
     auto send = t_.allocate(shape.in * esize), recv = t_.allocate(shape.out * esize),
@@ -295,7 +316,7 @@ class Bench {
     }
     for (int placement : placements()) {
       const bool in_place = placement == 1;
-      if (s_.check) {
+      if (check && s_.check) {
         auto result = paro::testing::check_case(comm_, {coll_, algo, dt, op, count, in_place, scope_});
         row.wrong[placement] = paro::sum_over_ranks(comm_, result.wrong);
         if (result.wrong) std::fprintf(stderr, "%s\n", result.report.c_str());
@@ -421,6 +442,7 @@ class Bench {
                         {"op", coll_ == Collective::all_gather ? "none" : paro::name_of(row.op)},
                         {"inplace", in_place},
                         {"time_us", row.time_us[p]},
+                        {"rounds_us", row.round_us[p]},
                         {"algbw_gbps", algbw(row, p)},
                         {"busbw_gbps", busbw(row, p)},
                         {"wrong", row.wrong[p]}};
@@ -437,9 +459,9 @@ class Bench {
     gethostname(host, sizeof host - 1);
     std::printf(
         "# paro-bench %s backend %s nRanks %d minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d "
-        "iters: %d validation: %d\n#\n# Using ranks\n",
+        "iters: %d rounds: %d (median) validation: %d\n#\n# Using ranks\n",
         paro::name_of(coll_), Transport::name, t_.size(), min_bytes(s_), max_bytes(s_), s_.factor, s_.warmup, s_.iters,
-        s_.check);
+        std::max(1, s_.rounds), s_.check);
     std::printf("#  Rank %2d Pid %6d on %10s backend %s (%d ranks)\n", 0, static_cast<int>(getpid()), host,
                 Transport::name, comm_.size());
     const paro::Topology& topo = comm_.topology();
@@ -528,7 +550,7 @@ void run_compressed(paro::Communicator<Transport>& comm, const Settings& s, nloh
   run.scope = paro::parse_scope(s.scope);
   run.iters = s.iters;
   run.warmup = s.warmup;
-  run.rounds = s.rounds;
+  run.rounds = s.rounds > 0 ? s.rounds : 3;
   paro::bench::CompressedBench<Transport>(comm, run, algorithms_of(comm, s, Collective::all_reduce)).run(records);
 #else
   (void)comm, (void)s, (void)records;
@@ -742,8 +764,8 @@ int main(int argc, char** argv) {
          "compressed_all_reduce: bytes per all-reduce piece overlapped with the compute (0: one piece, no overlap)")
       ->capture_default_str();
   app.add_option("--rounds", s.rounds,
-                 "compressed_all_reduce: rounds of -n calls of every variant back to back; the median is reported")
-      ->capture_default_str()
+                 "rounds of -n calls of every algorithm (compressed_all_reduce: variant) back to back, each round "
+                 "starting with the next one; the median round is reported (default 1, compressed_all_reduce 3)")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--no-error-feedback", s.no_error_feedback, "compressed_all_reduce: without SEPARATE's error feedback");
   CLI11_PARSE(app, argc, argv);

@@ -6,7 +6,9 @@
 #   2. all three collectives at 64 MiB, side by side, with a Chrome trace of one call per algorithm
 #   3. a sweep 1 KiB .. 256 MiB, and whether automatic picked within 10% of the fastest at every size
 # Prints nccl-tests tables, lower bounds and ratios; writes JSON, traces and plots to results/ (RESULTS_DIR
-# overrides). Extra arguments go to every paro-bench call. Exit status non-zero if any value was wrong.
+# overrides). Another cluster: PARO_BENCH_EMULATE, PARO_BENCH_RANKS (default 8) and PARO_BENCH_MAX (the
+# sweep's largest size, default 256M). Extra arguments go to every paro-bench call. Exit status non-zero if
+# any value was wrong.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -15,7 +17,9 @@ cmake --build build -j "${PARO_JOBS:-2}" --target paro-bench
 out=${RESULTS_DIR:-results}
 mkdir -p "$out"
 emulate=${PARO_BENCH_EMULATE:-nodes=2,ranks=4,intra_gbps=20,inter_gbps=2,nic=shared}
-bench() { build/bin/paro-bench --backend threads -t 8 --emulate "$emulate" "$@"; }
+ranks=${PARO_BENCH_RANKS:-8}
+largest=${PARO_BENCH_MAX:-256M}
+bench() { build/bin/paro-bench --backend threads -t "$ranks" --emulate "$emulate" "$@"; }
 status=0
 
 echo "== 1. calibration on $emulate"
@@ -25,13 +29,15 @@ export PARO_COST_FILE=$out/cost.json
 echo "== 2. 64 MiB, every algorithm side by side"
 bench --coll all --algo all -b 64M -e 64M -n 3 -w 1 --json "$out/emulated-64M.json" --trace "$out/trace-64M.json" "$@" || status=1
 
-echo "== 3. sweep 1 KiB .. 256 MiB"
-bench --coll all --algo all -b 1K -e 1M -f 4 -n 40 -w 5 --json "$out/emulated-small.json" "$@" || status=1
-bench --coll all --algo all -b 4M -e 256M -f 4 -n 2 -w 1 --json "$out/emulated-large.json" "$@" || status=1
+echo "== 3. sweep 1 KiB .. $largest"
+# Small sizes: 5 rounds of 8 calls that interleave the algorithms, the median round reported, so that a
+# neighbour's burst on a shared machine slows one round, not an algorithm's row.
+bench --coll all --algo all -b 1K -e 1M -f 4 -n 8 -w 2 --rounds 5 --json "$out/emulated-small.json" "$@" || status=1
+bench --coll all --algo all -b 4M -e "$largest" -f 4 -n 2 -w 1 --json "$out/emulated-large.json" "$@" || status=1
 /usr/bin/python3 bench/auto_check.py "$out/emulated-small.json" "$out/emulated-large.json" | tee "$out/auto-check.md" || true
 
 /usr/bin/python3 bench/plot.py "$out/emulated-small.json" "$out/emulated-large.json" -o "$out/emulated-busbw.png" \
-  --title "2 nodes x 4 ranks, 20 Gbit/s intra, one 2 Gbit/s NIC per node"
+  --title "${PARO_BENCH_EMULATE:+$ranks ranks, $emulate}${PARO_BENCH_EMULATE:-2 nodes x 4 ranks, 20 Gbit/s intra, one 2 Gbit/s NIC per node}"
 /usr/bin/python3 bench/trace_plot.py "$out/trace-64M.json" -o "$out/trace-64M.png" \
   --match "all_gather paro_seq 67108864" --match "all_gather paro_cc 67108864" \
   --match "all_reduce paro_seq 67108864" --match "all_reduce paro_cc 67108864"
