@@ -397,8 +397,13 @@ class CostModel {
       stages(N, rs, ar, ag);
       return {rs + ar + ag + 2 * barrier_us(s.ranks), 0};
     }
+    // Inline lanes cannot pipeline three lanes: paro_cc runs its reduce-scatter, then its all-gather, of
+    // rank blocks, each overlapping its levels through the rail's hooks (paro_cc.hpp).
+    if (!s.lanes_concurrent)
+      return {paro(Collective::reduce_scatter, N, s, true).time_us + paro(Collective::all_gather, N, s, true).time_us,
+              static_cast<std::size_t>(N)};
     Prediction best{0, 0};
-    for (double k = 1; k <= (s.lanes_concurrent ? 1024 : 1) && N / k >= 4 * m; k *= 2) {
+    for (double k = 1; k <= 1024 && N / k >= 4 * m; k *= 2) {
       stages(N / k, rs, ar, ag);
       const double t = rs + ar + ag + (k - 1) * std::max(rs + ag, ar) + l_.lane_us;
       if (best.time_us == 0 || t < best.time_us) best = {t, static_cast<std::size_t>(std::ceil(N / k))};
@@ -416,7 +421,24 @@ class CostModel {
     if (c == Collective::all_reduce) return all_reduce(s, N, overlap);
     const double block = N / s.ranks;
     if (!overlap) return {c == Collective::all_gather ? gather(s, 0, block, false) : scatter(s, 0, block, false), 0};
+    if (!s.lanes_concurrent && block <= direct_max_) return {together(c, s, block), static_cast<std::size_t>(N)};
     return pipelined(c, s, block);
+  }
+
+  // Inline lanes, every level direct (paro_cc.hpp, gather_together / scatter_together): one exchange per
+  // level carrying all the shards that level moves: the k-th level down carries the blocks of every unit
+  // above it at once.
+  double together(Collective c, const CostShape& s, double block) const {
+    double t = 0, lists = 1;
+    auto level = [&](int n, const Hop& h) {
+      if (n <= 1) return;
+      const double reduce = c == Collective::reduce_scatter ? lists * reduce_us(block) : 0;
+      t += h.alpha + (n - 1) * (lists * block * h.beta + h.alpha / 16 + reduce);
+      lists *= n;
+    };
+    for (std::size_t k = 0; k < s.units.size(); ++k) level(s.units[k], rail_hop(s, k));
+    level(s.leaf(), leaf_hop(s));
+    return t;
   }
 
   // MiCS-HCS: the rail ring and a ring per unit member, one after the other; a flat ring without levels.

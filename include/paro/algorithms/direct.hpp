@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "paro/algorithms/layout.hpp"
@@ -26,81 +27,110 @@ constexpr int tag = tags::direct;
 constexpr int peers_in_flight = 16;
 }  // namespace direct_detail
 
-// Fills every block of `buf` from its owner; this rank's block must already be in place. after_block(b)
-// once block b is in place, in the order r, r-1, r-2, ...
+// Fills every block of `buf` from its owner, for each of `lists` layouts over the same ranks; this rank's
+// blocks must already be in place. Exchange k carries block r-k of every layout, so the layouts' latencies
+// overlap: a level that gathers many small shards pays one round of latency, not one per shard.
+// after_block(b) once block b of every layout is in place, in the order r, r-1, r-2, ...
 template <class T, class Layout, class AfterBlock = NoHook>
-void direct_all_gather(T& t, void* buf, const Layout& layout, DataType dt, AfterBlock&& after_block = {}) {
+void direct_all_gather(T& t, void* buf, const Layout* layouts, std::size_t lists, DataType dt,
+                       AfterBlock&& after_block = {}) {
   const int n = t.size(), r = t.rank();
   if (n == 1) return after_block(0);
   activity::PhaseScope phase("direct all-gather");
   const std::size_t esize = size_of(dt);
   char* data = static_cast<char*>(buf);
-  auto block = [&](int b) { return data + layout.offset(b) * esize; };
+  auto block = [&](std::size_t l, int b) { return data + layouts[l].offset(b) * esize; };
   const int w = std::min(direct_detail::peers_in_flight, n - 1);
-  std::vector<typename T::Request> recvs(static_cast<std::size_t>(w)), sends(static_cast<std::size_t>(w));
+  std::vector<typename T::Request> recvs(static_cast<std::size_t>(w) * lists), sends(recvs.size());
   // Exchange k: receive block r-k from its owner, send this rank's block to rank r+k (whose k-th it is).
   auto post = [&](int k) {
-    const auto slot = static_cast<std::size_t>((k - 1) % w);
     const int from = ring_detail::mod(r - k, n), to = ring_detail::mod(r + k, n);
-    recvs[slot] = t.irecv(block(from), layout.count(from) * esize, from, direct_detail::tag);
-    t.wait(sends[slot]);
-    sends[slot] = t.isend(block(r), layout.count(r) * esize, to, direct_detail::tag);
+    for (std::size_t l = 0; l < lists; ++l) {
+      const std::size_t slot = static_cast<std::size_t>((k - 1) % w) * lists + l;
+      recvs[slot] = t.irecv(block(l, from), layouts[l].count(from) * esize, from, direct_detail::tag);
+      t.wait(sends[slot]);
+      sends[slot] = t.isend(block(l, r), layouts[l].count(r) * esize, to, direct_detail::tag);
+    }
   };
   for (int k = 1; k <= w; ++k) post(k);
   run_hook(t, after_block, r);
   for (int k = 1; k < n; ++k) {
-    t.wait(recvs[static_cast<std::size_t>((k - 1) % w)]);
+    for (std::size_t l = 0; l < lists; ++l) t.wait(recvs[static_cast<std::size_t>((k - 1) % w) * lists + l]);
     if (k + w < n) post(k + w);
     run_hook(t, after_block, ring_detail::mod(r - k, n));
   }
   t.wait_all(sends);
 }
 
-// Reduces `in` (block b, destined to rank b) over all ranks into this rank's block `out` (which may be
-// its own block of `in`), divided by n for avg. before_block(b) before block b of `in` is read, in the
-// order r-1, r-2, ..., r.
+template <class T, class Layout, class AfterBlock = NoHook>
+void direct_all_gather(T& t, void* buf, const Layout& layout, DataType dt, AfterBlock&& after_block = {}) {
+  direct_all_gather(t, buf, &layout, 1, dt, std::forward<AfterBlock>(after_block));
+}
+
+// Reduces `in` over all ranks, for each of `lists` layouts over the same ranks: block b of layout l is
+// destined to rank b, and this rank's block of layout l goes to outs[l] (which may be that block of `in`),
+// divided by n for avg. Exchange k carries every layout's block, so their latencies overlap.
+// before_block(b) before block b of `in` is read (of any layout), in the order r-1, r-2, ..., r.
 template <class T, class Layout, class BeforeBlock = NoHook>
-void direct_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, DataType dt, ReduceOp op,
-                           BeforeBlock&& before_block = {}) {
+void direct_reduce_scatter(T& t, const void* in, char* const* outs, const Layout* layouts, std::size_t lists,
+                           DataType dt, ReduceOp op, BeforeBlock&& before_block = {}) {
   activity::PhaseScope phase("direct reduce-scatter");
   const int n = t.size(), r = t.rank();
-  const std::size_t esize = size_of(dt), mine = layout.count(r), bytes = mine * esize;
+  const std::size_t esize = size_of(dt);
   const char* input = static_cast<const char*>(in);
-  char* output = static_cast<char*>(out);
+  auto mine = [&](std::size_t l) { return layouts[l].count(r); };
+  auto block = [&](std::size_t l, int b) { return input + layouts[l].offset(b) * esize; };
   if (n == 1) {
     before_block(0);
-    t.copy(output, input + layout.offset(0) * esize, bytes);
+    for (std::size_t l = 0; l < lists; ++l) t.copy(outs[l], block(l, 0), mine(l) * esize);
     return;
   }
   const int w = std::min(direct_detail::peers_in_flight, n - 1);
-  // The others' partials of my block, in w receive slots, summed into `others` as they arrive: my own
-  // block is read last (the hooks' order), and `out` may be it.
-  auto scratch = t.allocate(static_cast<std::size_t>(w + 1) * bytes);
-  char* others = scratch.data();
-  auto slot = [&](int k) { return others + static_cast<std::size_t>(1 + (k - 1) % w) * bytes; };
-  std::vector<typename T::Request> recvs(static_cast<std::size_t>(w)), sends(static_cast<std::size_t>(w));
-  // Exchange k: receive rank r+k's partial of my block, send my partial of block r-k (its k-th).
+  // Per layout, the others' partials of my block in w receive slots, summed into its first slot as they
+  // arrive: my own block is read last (the hooks' order), and outs[l] may be it.
+  std::vector<std::size_t> at(lists + 1, 0);
+  for (std::size_t l = 0; l < lists; ++l) at[l + 1] = at[l] + static_cast<std::size_t>(w + 1) * mine(l) * esize;
+  auto scratch = t.allocate(at[lists]);
+  auto others = [&](std::size_t l) { return scratch.data() + at[l]; };
+  auto slot = [&](std::size_t l, int k) {
+    return others(l) + static_cast<std::size_t>(1 + (k - 1) % w) * mine(l) * esize;
+  };
+  std::vector<typename T::Request> recvs(static_cast<std::size_t>(w) * lists), sends(recvs.size());
+  // Exchange k: receive rank r+k's partials of my blocks, send my partials of rank r-k's (its k-th).
   auto post = [&](int k) {
-    const auto at = static_cast<std::size_t>((k - 1) % w);
-    const int to = ring_detail::mod(r - k, n);
-    recvs[at] = t.irecv(slot(k), bytes, ring_detail::mod(r + k, n), direct_detail::tag);
+    const std::size_t first = static_cast<std::size_t>((k - 1) % w) * lists;
+    const int to = ring_detail::mod(r - k, n), from = ring_detail::mod(r + k, n);
+    for (std::size_t l = 0; l < lists; ++l)
+      recvs[first + l] = t.irecv(slot(l, k), mine(l) * esize, from, direct_detail::tag);
     run_hook(t, before_block, to);
-    t.wait(sends[at]);
-    sends[at] = t.isend(input + layout.offset(to) * esize, layout.count(to) * esize, to, direct_detail::tag);
+    for (std::size_t l = 0; l < lists; ++l) {
+      t.wait(sends[first + l]);
+      sends[first + l] = t.isend(block(l, to), layouts[l].count(to) * esize, to, direct_detail::tag);
+    }
   };
   for (int k = 1; k <= w; ++k) post(k);
   for (int k = 1; k < n; ++k) {
-    t.wait(recvs[static_cast<std::size_t>((k - 1) % w)]);
-    if (k == 1)
-      t.copy(others, slot(k), bytes);
-    else
-      t.reduce(others, others, slot(k), mine, dt, op);
+    for (std::size_t l = 0; l < lists; ++l) {
+      t.wait(recvs[static_cast<std::size_t>((k - 1) % w) * lists + l]);
+      if (k == 1)
+        t.copy(others(l), slot(l, k), mine(l) * esize);
+      else
+        t.reduce(others(l), others(l), slot(l, k), mine(l), dt, op);
+    }
     if (k + w < n) post(k + w);
   }
   run_hook(t, before_block, r);
-  t.reduce(output, input + layout.offset(r) * esize, others, mine, dt, op);
+  for (std::size_t l = 0; l < lists; ++l) t.reduce(outs[l], block(l, r), others(l), mine(l), dt, op);
   t.wait_all(sends);
-  if (op == ReduceOp::avg) t.divide(output, mine, dt, n);
+  if (op == ReduceOp::avg)
+    for (std::size_t l = 0; l < lists; ++l) t.divide(outs[l], mine(l), dt, n);
+}
+
+template <class T, class Layout, class BeforeBlock = NoHook>
+void direct_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, DataType dt, ReduceOp op,
+                           BeforeBlock&& before_block = {}) {
+  char* const outs[1] = {static_cast<char*>(out)};
+  direct_reduce_scatter(t, in, outs, &layout, 1, dt, op, std::forward<BeforeBlock>(before_block));
 }
 
 // A level of a hierarchical schedule: direct where its largest block is at most `direct_max_bytes`,

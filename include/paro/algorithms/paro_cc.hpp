@@ -69,6 +69,59 @@ inline std::size_t piece_count(std::size_t elements, std::size_t element_size, s
   return std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, max_block));
 }
 
+// Inline lanes with blocks small enough that every level exchanges directly (direct.hpp): all of a level's
+// shards arrive at about one latency, so each level gathers them together in one exchange, for every list
+// of blocks at once, instead of one exchange per shard: the rail, then every unit's shard in my unit,
+// level by level, one latency per level. (Gathering my own unit's shards while the rail's messages fly
+// would cost a second pass through the levels below.) Units of different sizes exchange across the level.
+template <class T>
+void gather_together(Hierarchy<T>& h, char* buf, const std::vector<BlockList>& lists, DataType dt) {
+  if (h.flat() || !h.even()) return direct_all_gather(h.comm, buf, lists.data(), lists.size(), dt);
+  std::vector<BlockList> rails, shards;
+  for (const BlockList& l : lists) {
+    rails.push_back(rail_blocks(h, l));
+    for (int u = 0; u < h.unit_count(); ++u) shards.push_back(unit_blocks(h, l, u));
+  }
+  {
+    activity::LevelScope level("the rail", h.unit_count());
+    direct_all_gather(h.rail, buf, rails.data(), rails.size(), dt);
+  }
+  activity::LevelScope level("the unit", h.unit_size());
+  gather_together(*h.unit, buf, shards, dt);
+}
+
+// The reverse, for reduce-scatter: my unit reduces every unit's shards of every list together, level by
+// level below, into partials packed per list in rail order; then the rail reduces each list's partials
+// across units into outs[l] (op is never avg here: the caller divides once).
+template <class T>
+void scatter_together(Hierarchy<T>& h, const char* in, const std::vector<BlockList>& lists,
+                      const std::vector<char*>& outs, DataType dt, ReduceOp op) {
+  if (h.flat() || !h.even()) return direct_reduce_scatter(h.comm, in, outs.data(), lists.data(), lists.size(), dt, op);
+  const std::size_t esize = size_of(dt);
+  std::vector<BlockList> rails, shards;
+  std::size_t total = 0;
+  for (const BlockList& l : lists) {
+    const BlockList mine = packed(rail_blocks(h, l));
+    BlockList rail;
+    for (int u = 0; u < mine.blocks(); ++u) rail.add(total + mine.offset(u), mine.count(u));
+    total += mine.total();
+    rails.push_back(std::move(rail));
+  }
+  auto scratch = h.comm.allocate(total * esize);
+  std::vector<char*> partials;
+  for (std::size_t i = 0; i < lists.size(); ++i)
+    for (int u = 0; u < h.unit_count(); ++u) {
+      shards.push_back(unit_blocks(h, lists[i], u));
+      partials.push_back(scratch.data() + rails[i].offset(u) * esize);
+    }
+  {
+    activity::LevelScope level("the unit", h.unit_size());
+    scatter_together(*h.unit, in, shards, partials, dt, op);
+  }
+  activity::LevelScope level("the rail", h.unit_count());
+  direct_reduce_scatter(h.rail, scratch.data(), outs.data(), rails.data(), rails.size(), dt, op);
+}
+
 // The levels below the top of one pipelined call run each piece whole.
 inline HierarchicalParams inner(HierarchicalParams p) {
   p.pipeline_chunk_bytes = 0;
@@ -100,7 +153,10 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
     return;
   }
   // Rail block u is unit u's shard.
-  if (!p.concurrent) return rail(blocks, [&](int u) { shard(blocks, u); });
+  if (!p.concurrent) {
+    if (blocks.max_count() * size_of(dt) <= p.direct_max_bytes) return hd::gather_together(h, buf, {blocks}, dt);
+    return rail(blocks, [&](int u) { shard(blocks, u); });
+  }
   const std::size_t pieces = hd::piece_count(blocks.total(), size_of(dt), blocks.max_count(), p.pipeline_chunk_bytes);
   Progress arrived;  // shards in place, piece by piece in the ring's order mine, mine-1, mine-2, ...
   run_lanes(
@@ -152,7 +208,10 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
     control::barrier(h.comm);
     return;
   }
-  if (!p.concurrent) return rail(0, 1, [&](int u) { shard(0, 1, u); });
+  if (!p.concurrent) {
+    if (blocks.max_count() * esize <= p.direct_max_bytes) return hd::scatter_together(h, in, {blocks}, {out}, dt, op);
+    return rail(0, 1, [&](int u) { shard(0, 1, u); });
+  }
   const std::size_t pieces = hd::piece_count(blocks.total(), esize, blocks.max_count(), p.pipeline_chunk_bytes);
   Progress produced;
   run_lanes(
