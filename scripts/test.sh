@@ -8,7 +8,8 @@
 #   3. `cmake --install` and two consumer projects, one with find_package(paro), one with add_subdirectory;
 #   4. where nvcc is found: the CUDA targets compiled and linked, the GPU tests run (they skip without a GPU),
 #      scripts/gpu-check.sh's verdicts checked (tests/gpu_check_test.sh);
-#   5. paro-bench built against SimGrid's SMPI and run on 16 simulated ranks (bench/sim/run --tiny);
+#   5. paro-bench built against SimGrid's SMPI and run on 16 simulated ranks (bench/sim/run --tiny), and the scale
+#      study's committed records checked: every simulated time at or above its lower bound;
 #   6. the PyTorch package (scripts/test-torch.sh: torch in a virtual environment made once per machine, the
 #      extension built, its tests against gloo, a selection of torch's own distributed tests, mpirun).
 # Ends with one line "stages: N passed, M failed" over those stages. PARO_JOBS sets build parallelism (2).
@@ -114,8 +115,12 @@ else
   echo "=== CUDA compile + link: skipped, nvcc not found"
 fi
 
-# The scale study's build and one tiny simulation, so that the SMPI path cannot rot (bench/sim/run).
-stage "SimGrid SMPI build + 16 simulated ranks" bench/sim/run --tiny --out build-smpi/ci
+# The scale study's build and one tiny simulation, so that the SMPI path cannot rot (bench/sim/run); then
+# the study's committed records again: tables, and every simulated time at or above its lower bound.
+sim_stage() {
+  bench/sim/run --tiny --out build-smpi/ci && bench/sim/run --report docs/data/sim-results.json --out build-smpi/report
+}
+stage "SimGrid SMPI build + 16 simulated ranks + the study's bounds" sim_stage
 
 stage "PyTorch: the paro backend, separate_hook, FSDP (scripts/test-torch.sh)" scripts/test-torch.sh
 
