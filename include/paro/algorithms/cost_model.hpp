@@ -313,9 +313,16 @@ class CostModel {
   // A flat level (direct or ring) of n members with full buffer N.
   double flat_level(Collective c, double N, int n, Hop h) const {
     if (n <= 1 || N / n > direct_max_) return flat_ring(c, N, n, h);
-    const double block = N / n, rs = h.alpha + (n - 1) * (block * h.beta + h.alpha / 16 + reduce_us(block));
-    const double ag = h.alpha + (n - 1) * (block * h.beta + h.alpha / 16);
+    const double rs = direct(Collective::reduce_scatter, n, 1, N / n, h),
+                 ag = direct(Collective::all_gather, n, 1, N / n, h);
     return c == Collective::all_gather ? ag : c == Collective::reduce_scatter ? rs : rs + ag;
+  }
+
+  // One direct exchange over n members (direct.hpp) carrying `lists` blocks of `block` bytes per peer: 16
+  // exchanges in flight.
+  double direct(Collective c, int n, double lists, double block, const Hop& h) const {
+    const double reduce = c == Collective::reduce_scatter ? lists * reduce_us(block) : 0;
+    return h.alpha + (n - 1) * (lists * block * h.beta + h.alpha / 16 + reduce);
   }
 
   // All-gather of `block` bytes per member of the level-`level` unit, each piece whole.
@@ -432,8 +439,7 @@ class CostModel {
     double t = 0, lists = 1;
     auto level = [&](int n, const Hop& h) {
       if (n <= 1) return;
-      const double reduce = c == Collective::reduce_scatter ? lists * reduce_us(block) : 0;
-      t += h.alpha + (n - 1) * (lists * block * h.beta + h.alpha / 16 + reduce);
+      t += direct(c, n, lists, block, h);
       lists *= n;
     };
     for (std::size_t k = 0; k < s.units.size(); ++k) level(s.units[k], rail_hop(s, k));

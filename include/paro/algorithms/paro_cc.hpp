@@ -69,6 +69,12 @@ inline std::size_t piece_count(std::size_t elements, std::size_t element_size, s
   return std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, max_block));
 }
 
+// Whether paro_cc runs gather_together / scatter_together below: lanes inline and every block small enough
+// for direct exchanges (cost_model.hpp's `together` predicts the same rule).
+inline bool runs_together(const BlockList& blocks, DataType dt, const HierarchicalParams& p) {
+  return p.overlap && !p.concurrent && blocks.max_count() * size_of(dt) <= p.direct_max_bytes;
+}
+
 // Inline lanes with blocks small enough that every level exchanges directly (direct.hpp): all of a level's
 // shards arrive at about one latency, so each level gathers them together in one exchange, for every list
 // of blocks at once, instead of one exchange per shard: the rail, then every unit's shard in my unit,
@@ -153,10 +159,8 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
     return;
   }
   // Rail block u is unit u's shard.
-  if (!p.concurrent) {
-    if (blocks.max_count() * size_of(dt) <= p.direct_max_bytes) return hd::gather_together(h, buf, {blocks}, dt);
-    return rail(blocks, [&](int u) { shard(blocks, u); });
-  }
+  if (hd::runs_together(blocks, dt, p)) return hd::gather_together(h, buf, {blocks}, dt);
+  if (!p.concurrent) return rail(blocks, [&](int u) { shard(blocks, u); });
   const std::size_t pieces = hd::piece_count(blocks.total(), size_of(dt), blocks.max_count(), p.pipeline_chunk_bytes);
   Progress arrived;  // shards in place, piece by piece in the ring's order mine, mine-1, mine-2, ...
   run_lanes(
@@ -181,6 +185,7 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
   namespace hd = hierarchical_detail;
   if (hd::flat_path(h, "paro reduce_scatter"))
     return level_reduce_scatter(h.comm, in, out, blocks, dt, op, p.ring, p.direct_max_bytes);
+  if (hd::runs_together(blocks, dt, p)) return hd::scatter_together(h, in, {blocks}, {out}, dt, op);
   const std::size_t esize = size_of(dt);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
@@ -208,10 +213,7 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
     control::barrier(h.comm);
     return;
   }
-  if (!p.concurrent) {
-    if (blocks.max_count() * esize <= p.direct_max_bytes) return hd::scatter_together(h, in, {blocks}, {out}, dt, op);
-    return rail(0, 1, [&](int u) { shard(0, 1, u); });
-  }
+  if (!p.concurrent) return rail(0, 1, [&](int u) { shard(0, 1, u); });
   const std::size_t pieces = hd::piece_count(blocks.total(), esize, blocks.max_count(), p.pipeline_chunk_bytes);
   Progress produced;
   run_lanes(
