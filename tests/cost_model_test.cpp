@@ -425,9 +425,10 @@ TEST(Calibration, OneThreeTimesSlowSizeChangesNoPick) {
   const auto clean = fit(synthetic_timings());
   const auto want = picks(clean.model);
   ASSERT_GT(std::set<Algorithm>(want.begin(), want.end()).size(), 1u) << "the picks must vary with the size";
-  // In the middle of the calibrated sizes, and at the largest, whose correction used to be held for
-  // every larger size.
-  for (std::size_t at : {std::size_t{1} << 20, std::size_t{1} << 24}) {
+  // In the middle of the calibrated sizes; next to either end, where the line through the two inner sizes
+  // stands in for the end's missing neighbour (a spike at 4 MiB once made the 16 MiB correction, held for
+  // every larger size); and at the largest, whose correction used to be held for every larger size.
+  for (std::size_t at : {std::size_t{1} << 12, std::size_t{1} << 20, std::size_t{1} << 22, std::size_t{1} << 24}) {
     const auto spiked = fit(synthetic_timings(3, at));
     EXPECT_EQ(picks(spiked.model), want) << "spike at " << at;
     for (double bytes : {at / 4.0, static_cast<double>(at), at * 4.0})
