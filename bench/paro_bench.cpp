@@ -205,6 +205,10 @@ class Bench {
         std::vector<paro::paced::TraceEvent> mine = paro::paced::TraceLog::process().take_rank(comm_.rank());
         const std::vector<paro::paced::TraceEvent> all = gather_events(mine);
         if (comm_.rank() != 0) continue;
+        // Time 0: rank 0's start, or the first message where another rank left the barrier earlier and
+        // began sending (a bar before 0 would hide part of the call).
+        std::int64_t zero = start;
+        for (const auto& e : all) zero = std::min(zero, e.start_ns);
         const std::string label =
             paro::detail::concat(paro::name_of(coll_), " ", paro::name_of(algo), " ", bytes, " B");
         events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", process}, {"args", {{"name", label}}}});
@@ -220,7 +224,7 @@ class Bench {
                             {"pid", process},
                             {"tid", 2 * e.rank + (e.inter ? 1 : 0)},
                             {"name", paro::detail::concat(e.inter ? "inter " : "intra ", e.bytes, " B to ", e.peer)},
-                            {"ts", (e.start_ns - start) / 1e3},
+                            {"ts", (e.start_ns - zero) / 1e3},
                             {"dur", (e.end_ns - e.start_ns) / 1e3},
                             {"args", {{"level", e.inter ? "inter" : "intra"}, {"peer", e.peer}, {"bytes", e.bytes}}}});
         ++process;
