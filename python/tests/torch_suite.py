@@ -18,13 +18,16 @@ only tests that run here.
 """
 
 import os
+import shutil
 import sys
 import tempfile
 import unittest
 
 os.environ.setdefault("BACKEND", "paro")
 os.environ.setdefault("WORLD_SIZE", "4")
-os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="paro-torch-suite-"))
+MADE_TEMP_DIR = "TEMP_DIR" not in os.environ  # the spawned processes import this file too: made once, here
+if MADE_TEMP_DIR:
+    os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="paro-torch-suite-")
 
 import torch  # noqa: E402
 import paro_torch  # noqa: E402,F401  (registers "paro" here and in every spawned process, which imports this file)
@@ -87,4 +90,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if MADE_TEMP_DIR:
+        shutil.rmtree(os.environ["TEMP_DIR"], ignore_errors=True)
+    sys.exit(status)
