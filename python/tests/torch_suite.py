@@ -25,9 +25,11 @@ import unittest
 
 os.environ.setdefault("BACKEND", "paro")
 os.environ.setdefault("WORLD_SIZE", "4")
-MADE_TEMP_DIR = "TEMP_DIR" not in os.environ  # the spawned processes import this file too: made once, here
+# The spawned processes import this file too: made once, here. Kept by name, since torch's test setup
+# points TEMP_DIR elsewhere while it runs.
+MADE_TEMP_DIR = None if "TEMP_DIR" in os.environ else tempfile.mkdtemp(prefix="paro-torch-suite-")
 if MADE_TEMP_DIR:
-    os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="paro-torch-suite-")
+    os.environ["TEMP_DIR"] = MADE_TEMP_DIR
 
 import torch  # noqa: E402
 import paro_torch  # noqa: E402,F401  (registers "paro" here and in every spawned process, which imports this file)
@@ -92,5 +94,5 @@ def main() -> int:
 if __name__ == "__main__":
     status = main()
     if MADE_TEMP_DIR:
-        shutil.rmtree(os.environ["TEMP_DIR"], ignore_errors=True)
+        shutil.rmtree(MADE_TEMP_DIR, ignore_errors=True)
     sys.exit(status)
