@@ -184,9 +184,7 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
         const std::size_t a = i == 0 ? 1 : i == n - 1 ? n - 2 : i - 1, b = i == 0 ? 2 : i == n - 1 ? n - 3 : i + 1;
         const double other = end ? 2 * residual[a] - residual[b] : residual[b];
         smooth = median({residual[a], residual[i], other});
-        if (end)
-          smooth =
-              smooth * residual[i] <= 0 ? 0 : std::copysign(std::min(std::abs(smooth), std::abs(residual[i])), smooth);
+        if (end) smooth = std::clamp(smooth, std::min(0.0, residual[i]), std::max(0.0, residual[i]));
       } else if (n == 2) {
         smooth = (residual[0] + residual[1]) / 2;
       }

@@ -141,6 +141,7 @@ template <class T>
 void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataType dt, const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
   if (hd::flat_path(h, "paro all_gather")) return level_all_gather(h.comm, buf, blocks, dt, p.ring, p.direct_max_bytes);
+  if (hd::runs_together(blocks, dt, p)) return hd::gather_together(h, buf, {blocks}, dt);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
   auto shard = [&](const BlockList& piece, int u) {
@@ -159,7 +160,6 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
     return;
   }
   // Rail block u is unit u's shard.
-  if (hd::runs_together(blocks, dt, p)) return hd::gather_together(h, buf, {blocks}, dt);
   if (!p.concurrent) return rail(blocks, [&](int u) { shard(blocks, u); });
   const std::size_t pieces = hd::piece_count(blocks.total(), size_of(dt), blocks.max_count(), p.pipeline_chunk_bytes);
   Progress arrived;  // shards in place, piece by piece in the ring's order mine, mine-1, mine-2, ...
