@@ -441,6 +441,24 @@ TEST(Calibration, OneThreeTimesSlowSizeChangesNoPick) {
   }
 }
 
+TEST(Calibration, LinksHeldDeriveOnlyTheCorrections) {
+  // The calibration's last pass keeps the links, so that no pipeline chunk moves after it was timed.
+  const auto free = fit(synthetic_timings());
+  const auto held = paro::algorithms::fit_cost_model<Builtin>(free.model, CostModel(free.model, free.model),
+                                                              two_by_four(), synthetic_timings(), false);
+  LinkModel links = held.model, want = free.model;
+  links.corrections.clear();
+  want.corrections.clear();
+  links.model_error = want.model_error = 0;
+  EXPECT_EQ(paro::algorithms::to_json(links), paro::algorithms::to_json(want));
+  EXPECT_NEAR(held.model.correction(Collective::all_reduce, Algorithm::tree, 4096), 1.3, 0.12);
+  // From links that are off, holding them leaves the formulas' error where a free fit removes it.
+  const LinkModel off = slow_nic(paro::NicModel::shared);
+  const auto off_held =
+      paro::algorithms::fit_cost_model<Builtin>(off, CostModel(off, off), two_by_four(), synthetic_timings(), false);
+  EXPECT_GT(off_held.links_error, 2 * free.links_error);
+}
+
 TEST(Calibration, NearTiesAreDecidedByTheNeighbouringSizes) {
   // Two algorithms predicted within the model's error of each other at one size: the pick is the one
   // lower around it, whichever of the two the noise put ahead there.

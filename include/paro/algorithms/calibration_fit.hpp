@@ -96,10 +96,11 @@ inline constexpr double min_noise = 0.05;
 // Fits a link model to the timings on a scope of `shape`, starting from whichever of `start` (direct
 // measurements) and in_use's links (the model in use; the report compares against it) predicts them
 // better. Registry gives the formulas (registry.hpp's AlgorithmList). Deterministic: every rank that
-// feeds the same timings gets the same model, bit for bit.
+// feeds the same timings gets the same model, bit for bit. With fit_links false, start's links are kept
+// as they are and only the corrections are derived.
 template <class Registry>
 FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const CostShape& shape,
-                         const std::vector<Timing>& timings) {
+                         const std::vector<Timing>& timings, bool fit_links = true) {
   const LinkModel& before = in_use.links();
   using fit_detail::median;
   FitReport r;
@@ -131,13 +132,13 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
   links.corrections.clear();
   uncorrected.corrections.clear();
   double best = mean_error(links);
-  if (const double e = mean_error(uncorrected); e < best) {
+  if (const double e = mean_error(uncorrected); fit_links && e < best) {
     links = uncorrected;
     best = e;
   }
   int evaluations = 0;
   auto numbers = fit_detail::parameters(links);
-  for (double f = 2; f > 1.002 && evaluations < 4000;) {
+  for (double f = 2; fit_links && f > 1.002 && evaluations < 4000;) {
     bool moved = false;
     for (const fit_detail::Parameter& p : numbers) {
       for (double step : {f, 1 / f}) {
