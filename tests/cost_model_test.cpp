@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -195,17 +196,48 @@ TEST(Predictions, InlineLanesRunNoPipeline) {
   EXPECT_EQ(inline_ar.pipeline_chunk_bytes, MiB64);
   EXPECT_GT(inline_ar.time_us,
             Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()).time_us);
-  double halves = 0;
-  for (Collective c : {Collective::all_gather, Collective::reduce_scatter}) {
-    const auto half = Builtin::predict(model, Algorithm::paro_cc, c, MiB64, inline_lanes);
-    EXPECT_EQ(half.pipeline_chunk_bytes, MiB64) << paro::name_of(c);
-    halves += half.time_us;
-  }
+  for (Collective c : {Collective::all_gather, Collective::reduce_scatter})
+    EXPECT_EQ(Builtin::predict(model, Algorithm::paro_cc, c, MiB64, inline_lanes).pipeline_chunk_bytes, MiB64)
+        << paro::name_of(c);
   // Inline, the all-reduce is paro_cc's reduce-scatter and then its all-gather of the same buffer.
+  double halves = 0;
+  for (Collective c : {Collective::reduce_scatter, Collective::all_gather})
+    halves += Builtin::predict(model, Algorithm::paro_cc, c, MiB64, inline_lanes).time_us;
   EXPECT_NEAR(inline_ar.time_us, halves, 1e-9 * halves);
 }
 
 // The shape Communicator computes for a scope, from the topology and the grouping alone.
+// With one thread per rank, paro_cc either exchanges each level's shards together (one latency per level)
+// or lets the rail deliver one shard at a time while the unit moves the ones that arrived: whichever the
+// all-gather's prediction finds faster, for every collective. With a NIC per rank, together while
+// latency dominates; for large blocks one at a time, since together the unit waits for the whole rail.
+TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
+  CostShape s = two_by_four();
+  s.lanes_concurrent = false;
+  s.nic_flows = 1;
+  LinkModel per_rank = slow_nic(paro::NicModel::per_rank);
+  per_rank.intra.latency_us = 1;
+  per_rank.inter.latency_us = 20;
+  const CostModel own(per_rank, per_rank), rings_only(per_rank, per_rank, 0);
+  for (Collective c : paro::all_collectives)
+    for (std::size_t bytes : {std::size_t{4096}, MiB64}) {
+      const double block = bytes / 8.0;
+      const bool together =
+          own.together(Collective::all_gather, s, block) <= own.pipelined(Collective::all_gather, s, block).time_us;
+      double want = 0;
+      for (Collective half : c == Collective::all_reduce
+                                 ? std::vector<Collective>{Collective::reduce_scatter, Collective::all_gather}
+                                 : std::vector<Collective>{c})
+        want += together ? own.together(half, s, block) : own.pipelined(half, s, block).time_us;
+      const auto p = Builtin::predict(own, Algorithm::paro_cc, c, bytes, s);
+      EXPECT_NEAR(p.time_us, want, 1e-9 * want) << paro::name_of(c) << " " << bytes;
+      EXPECT_EQ(p.together, together) << paro::name_of(c) << " " << bytes;
+      EXPECT_EQ(p.together, bytes == 4096) << paro::name_of(c) << " " << bytes;
+      // PARO_DIRECT_MAX=0: rings only, never together.
+      EXPECT_FALSE(Builtin::predict(rings_only, Algorithm::paro_cc, c, bytes, s).together) << paro::name_of(c);
+    }
+}
+
 TEST(CostShape, FromTheTopologyAndTheGroups) {
   const paro::Topology topo = paro::topology::EmulationSpec::parse("nodes=2,ranks=4").place(8);
   const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7}, node_of = topo.ordinals(paro::Level::node);

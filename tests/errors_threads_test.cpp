@@ -107,10 +107,13 @@ TEST(Misuse, OverlappingBuffersThatAreNotInPlace) {
   EXPECT_CONTAINS(msg, "overlap without being in place");
 }
 
-TEST(Misuse, UnknownLanesSetting) {
+TEST(Misuse, UnknownLaneSettings) {
   setenv("PARO_LANES", "fibers", 1);
   EXPECT_CONTAINS(error_of(2, [](auto&) {}), "PARO_LANES=fibers: allowed values are threads and inline");
   unsetenv("PARO_LANES");
+  setenv("PARO_CC_TOGETHER", "yes", 1);
+  EXPECT_CONTAINS(error_of(2, [](auto&) {}), "PARO_CC_TOGETHER");
+  unsetenv("PARO_CC_TOGETHER");
 }
 
 TEST(Faults, RanksDisagreeingOnCountFailInsteadOfHanging) {

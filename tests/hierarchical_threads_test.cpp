@@ -101,14 +101,16 @@ TEST(HierarchicalLarge, PipelinedChunks) {
 
 // paro_cc's levels by lanes (threads; inline: one thread, the unit's steps in the rail's hooks, as
 // backends without concurrent communicators get) and by level schedule (PARO_DIRECT_MAX=0: rings
-// everywhere; 1M: direct exchanges), on two to four levels, uneven and cyclic groups, and blocks of many
-// ring chunks, so that hooks run between the chunks of a step.
-using LanesParam = std::tuple<const char*, const char*>;  // PARO_LANES, PARO_DIRECT_MAX
+// everywhere; 1M: direct exchanges, inline either each level's shards together or one at a time), on two
+// to four levels, uneven and cyclic groups, and blocks of many ring chunks, so that hooks run between the
+// chunks of a step.
+using LanesParam = std::tuple<const char*, const char*, const char*>;  // PARO_LANES, _DIRECT_MAX, _CC_TOGETHER
 class HierarchicalLanes : public ::testing::TestWithParam<LanesParam> {};
 
 TEST_P(HierarchicalLanes, ParoCcExact) {
   setenv("PARO_LANES", std::get<0>(GetParam()), 1);
   setenv("PARO_DIRECT_MAX", std::get<1>(GetParam()), 1);
+  setenv("PARO_CC_TOGETHER", std::get<2>(GetParam()), 1);
   setenv("PARO_RING_CHUNK", "4K", 1);
   for (const char* emulate : {"nodes=2,ranks=4", "nodes=3,ranks=3,order=cyclic", "nodes=2,ranks=3:5",
                               "switches=2,nodes=2,ranks=2", "pods=2,switches=2,nodes=2,ranks=2"}) {
@@ -121,14 +123,15 @@ TEST_P(HierarchicalLanes, ParoCcExact) {
     EXPECT_TRUE(failures.empty()) << emulate << "\n" << paro::testing::first_lines(failures);
   }
   unsetenv("PARO_RING_CHUNK");
+  unsetenv("PARO_CC_TOGETHER");
   unsetenv("PARO_DIRECT_MAX");
   unsetenv("PARO_LANES");
 }
 
 // threads with direct levels is the default, which every other test here runs.
 INSTANTIATE_TEST_SUITE_P(LanesAndSchedules, HierarchicalLanes,
-                         ::testing::Values(LanesParam{"threads", "0"}, LanesParam{"inline", "0"},
-                                           LanesParam{"inline", "1M"}));
+                         ::testing::Values(LanesParam{"threads", "0", "0"}, LanesParam{"inline", "0", "0"},
+                                           LanesParam{"inline", "1M", "1"}, LanesParam{"inline", "1M", "0"}));
 
 // NaN and infinity through every algorithm (flat and hierarchical, on an emulated 2 x 3 cluster), as
 // core/reduce_op.hpp documents: a NaN on any rank, or +inf meeting -inf in a sum, gives the canonical NaN

@@ -250,10 +250,12 @@ class Communicator {
   // Last: destroyed first, so that its worker finishes the queued collectives while the rest still exists.
   ProgressEngine engine_{[this] { bind_worker_thread(); }};
 
-  // What a call runs: the algorithm and, for paro_cc, its pipeline chunk; predicted once per call.
+  // What a call runs: the algorithm and, for paro_cc, its pipeline chunk and whether inline lanes exchange
+  // a level's shards together; predicted once per call.
   struct Plan {
     Algorithm algorithm;
     std::size_t pipeline_chunk_bytes = 0;
+    bool together = false;
   };
 
   // What a descriptor's schedules see of this communicator (algorithms/registry.hpp).
@@ -271,6 +273,7 @@ class Communicator {
       p.concurrent = self.lanes_on_threads(self.t_);
       // Lanes that run one after the other gain nothing from a pipeline, and every piece costs its latency.
       p.pipeline_chunk_bytes = p.concurrent ? plan.pipeline_chunk_bytes : 0;
+      p.together = plan.together;
       return p;
     }
   };
@@ -427,7 +430,7 @@ class Communicator {
     Plan p{requested != Algorithm::automatic ? requested : overrides_[c]};
     if (p.algorithm == Algorithm::automatic) {
       const auto best = Registry::best(cost_, c, full_bytes, shape(scope));
-      p = {best.algorithm, best.prediction.pipeline_chunk_bytes};
+      p = {best.algorithm, best.prediction.pipeline_chunk_bytes, best.prediction.together};
     } else {
       detail::require(Registry::contains(p.algorithm), paro::name_of(c), ": algorithm ", static_cast<int>(p.algorithm),
                       " is not registered; allowed: ", Registry::names());
@@ -436,11 +439,14 @@ class Communicator {
       detail::require(on_this_backend(p.algorithm), paro::name_of(c), ": algorithm ", name_of(p.algorithm),
                       " is not available on the ", Transport::name, " backend; allowed here: ", allowed_for(c));
       // Only hierarchical schedules pipeline; flat ones skip the prediction on their (small-message) path.
-      if (Registry::family(p.algorithm) == algorithms::Family::hierarchical)
-        p.pipeline_chunk_bytes =
-            Registry::predict(cost_, p.algorithm, c, full_bytes, shape(scope)).pipeline_chunk_bytes;
+      if (Registry::family(p.algorithm) == algorithms::Family::hierarchical) {
+        const algorithms::Prediction predicted = Registry::predict(cost_, p.algorithm, c, full_bytes, shape(scope));
+        p.pipeline_chunk_bytes = predicted.pipeline_chunk_bytes;
+        p.together = predicted.together;
+      }
     }
     if (tuning_.pipeline_chunk_bytes) p.pipeline_chunk_bytes = tuning_.pipeline_chunk_bytes;
+    if (tuning_.together) p.together = *tuning_.together;
     return p;
   }
 
@@ -501,7 +507,8 @@ class Communicator {
                    static_cast<std::int64_t>(tuning_.ring.window),
                    static_cast<std::int64_t>(tuning_.pipeline_chunk_bytes),
                    static_cast<std::int64_t>(lanes_on_threads(t)),
-                   static_cast<std::int64_t>(tuning_.direct_max_bytes)};
+                   static_cast<std::int64_t>(tuning_.direct_max_bytes),
+                   tuning_.together ? static_cast<std::int64_t>(*tuning_.together) : -1};
     validation::check_agreement(t, mine, paro::name_of(s), [](const F& f) {
       const auto& v = f.values;
       if (v[F::collective] == broadcast_signature)
@@ -515,7 +522,12 @@ class Communicator {
                             paro::name_of(static_cast<DataType>(v[F::data_type])), " ",
                             paro::name_of(static_cast<ReduceOp>(v[F::op])), " (PARO_RING_CHUNK=", v[F::ring_chunk],
                             " PARO_RING_WINDOW=", v[F::ring_window], " PARO_CC_CHUNK=", v[F::pipeline_chunk],
-                            " lanes=", v[F::lanes] ? "threads" : "inline", " PARO_DIRECT_MAX=", v[F::direct_max], ")");
+                            " lanes=", v[F::lanes] ? "threads" : "inline", " PARO_DIRECT_MAX=", v[F::direct_max],
+                            " PARO_CC_TOGETHER=",
+                            v[F::together] < 0 ? "unset"
+                            : v[F::together]   ? "1"
+                                               : "0",
+                            ")");
     });
   }
 

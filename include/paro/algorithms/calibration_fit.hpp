@@ -31,15 +31,17 @@ struct Timing {
   Algorithm algorithm;
   double bytes;  // the full buffer
   std::vector<double> runs_us;
-  std::size_t chunk_bytes = 0;  // the pipeline chunk the calls ran with (planned_chunk)
+  std::size_t chunk_bytes = 0;  // the pipeline chunk the calls ran with (planned_schedule)
+  bool together = false;        // inline lanes: whether a level's shards went at once (planned_schedule)
 };
 
-// The pipeline chunk that `model` gives a call of t's collective, algorithm and size: a pipelined
-// schedule's time depends on it, so a timing describes the model it was taken under.
+// The schedule that `model` gives a call of t's collective, algorithm and size (paro_cc's pipeline chunk,
+// and with inline lanes whether each level exchanges its shards together): a timing describes the model
+// it was taken under.
 template <class Registry>
-std::size_t planned_chunk(const CostModel& model, const CostShape& shape, const Timing& t) {
-  return Registry::predict(model, t.algorithm, t.collective, static_cast<std::size_t>(t.bytes), shape)
-      .pipeline_chunk_bytes;
+std::pair<std::size_t, bool> planned_schedule(const CostModel& model, const CostShape& shape, const Timing& t) {
+  const Prediction p = Registry::predict(model, t.algorithm, t.collective, static_cast<std::size_t>(t.bytes), shape);
+  return {p.pipeline_chunk_bytes, p.together};
 }
 
 struct FittedPoint {

@@ -148,6 +148,7 @@ struct CostShape {
 struct Prediction {
   double time_us = 0;
   std::size_t pipeline_chunk_bytes = 0;  // paro_cc all-reduce
+  bool together = false;  // paro_cc with inline lanes: each level exchanges all its shards at once (paro_cc.hpp)
 };
 
 class CostModel {
@@ -301,14 +302,23 @@ class CostModel {
   }
   Hop leaf_hop(const CostShape& s) const { return hop(s.leaf_inter, s.nic_flows); }
 
-  // A level's schedule for blocks of `block` bytes (direct.hpp): the k-th block of the rail arrives at
-  // first + k * per.
+  // How a level's rail moves the blocks of its n members, `block` bytes each (direct.hpp): a ring one
+  // block per step, each step a latency; a direct exchange a window of blocks at a time, which share the
+  // links and so land together, each window a latency.
   struct Arrivals {
-    double first, per;
+    double latency, per;  // per: one block's transfer
+    int burst;            // blocks that land together: 1 in a ring
+    // When the k-th block from the rail is in (all-gather).
+    double at(int k) const { return std::ceil(k / static_cast<double>(burst)) * (latency + burst * per); }
+    // Reduce-scatter: each partial leaves as it is made, taking `step`; the windows' latencies follow.
+    double step() const { return burst == 1 ? latency + per : per; }
+    double tail(int n) const { return burst == 1 ? 0 : latency * std::ceil((n - 1) / static_cast<double>(burst)); }
   };
-  Arrivals arrivals(const Hop& h, double block) const {
-    if (block <= direct_max_) return {h.alpha, block * h.beta + h.alpha / 16};  // 16 exchanges in flight
-    return {0, h.alpha + block * h.beta};
+  static constexpr double direct_window = 16;  // exchanges in flight (direct.hpp)
+  Arrivals arrivals(const Hop& h, double block, int n) const {
+    if (block <= direct_max_)
+      return {h.alpha, block * h.beta, static_cast<int>(std::clamp(n - 1.0, 1.0, direct_window))};
+    return {h.alpha, block * h.beta, 1};
   }
   // A flat level (direct or ring) of n members with full buffer N.
   double flat_level(Collective c, double N, int n, Hop h) const {
@@ -318,35 +328,35 @@ class CostModel {
     return c == Collective::all_gather ? ag : c == Collective::reduce_scatter ? rs : rs + ag;
   }
 
-  // One direct exchange over n members (direct.hpp) carrying `lists` blocks of `block` bytes per peer: 16
-  // exchanges in flight.
+  // One direct exchange over n members (direct.hpp) carrying `lists` blocks of `block` bytes per peer: one
+  // latency per window of exchanges in flight.
   double direct(Collective c, int n, double lists, double block, const Hop& h) const {
     const double reduce = c == Collective::reduce_scatter ? lists * reduce_us(block) : 0;
-    return h.alpha + (n - 1) * (lists * block * h.beta + h.alpha / 16 + reduce);
+    return h.alpha * std::ceil((n - 1) / direct_window) + (n - 1) * (lists * block * h.beta + reduce);
   }
 
   // All-gather of `block` bytes per member of the level-`level` unit, each piece whole.
   double gather(const CostShape& s, std::size_t level, double block, bool overlap) const {
     if (level == s.units.size()) return flat_level(Collective::all_gather, block * s.leaf(), s.leaf(), leaf_hop(s));
     const int g = s.units[level];
-    const Arrivals rail = arrivals(rail_hop(s, level), block);
+    const Arrivals rail = arrivals(rail_hop(s, level), block, g);
     const double shard = gather(s, level + 1, block, overlap);
-    if (!overlap) return rail.first + (g - 1) * rail.per + g * shard + 2 * barrier_us(s.members_below(level));
+    if (!overlap) return rail.at(g - 1) + g * shard + 2 * barrier_us(s.members_below(level));
     double t = shard;  // my own unit's shard first, then each as the rail delivers it
-    for (int k = 1; k < g; ++k) t = std::max(rail.first + k * rail.per, t) + shard;
+    for (int k = 1; k < g; ++k) t = std::max(rail.at(k), t) + shard;
     return t + l_.lane_us;
   }
 
   double scatter(const CostShape& s, std::size_t level, double block, bool overlap) const {
     if (level == s.units.size()) return flat_level(Collective::reduce_scatter, block * s.leaf(), s.leaf(), leaf_hop(s));
     const int g = s.units[level];
-    const Arrivals rail = arrivals(rail_hop(s, level), block);
-    const double step = rail.per + reduce_us(block);
+    const Arrivals rail = arrivals(rail_hop(s, level), block, g);
+    const double step = rail.step() + reduce_us(block);
     const double shard = scatter(s, level + 1, block, overlap);
-    if (!overlap) return g * shard + rail.first + (g - 1) * step + 2 * barrier_us(s.members_below(level));
+    if (!overlap) return g * shard + rail.tail(g) + (g - 1) * step + 2 * barrier_us(s.members_below(level));
     double t = shard;  // rail item k needs shard k+1
     for (int k = 1; k < g; ++k) t = std::max(t, (k + 1) * shard) + step;
-    return t + rail.first + l_.lane_us;
+    return t + rail.tail(g) + l_.lane_us;
   }
 
   // paro_cc all-gather / reduce-scatter with the blocks cut into P pieces: the two lanes (rail, my unit)
@@ -358,21 +368,18 @@ class CostModel {
     const double most_pieces = s.lanes_concurrent ? 64 : 1;  // inline lanes run no pipeline (collectives.hpp)
     for (double pieces = 1; pieces <= most_pieces && (pieces == 1 || block / pieces >= 4096); pieces *= 2) {
       const double b = block / pieces;
-      const Arrivals arrive = arrivals(rail, b);
-      const double step = arrive.per + (c == Collective::reduce_scatter ? reduce_us(b) : 0);
+      const Arrivals arrive = arrivals(rail, b, g);
       double rail_t = 0, unit_t = 0;
       if (c == Collective::all_gather) {
         const double shard = gather(s, 1, b, true);
         for (int k = 0; k < pieces; ++k) {
           unit_t += shard;  // my own unit's shard needs nothing from the rail
-          rail_t += arrive.first;
-          for (int i = 1; i < g; ++i) {
-            rail_t += step;
-            unit_t = std::max(unit_t, rail_t) + shard;
-          }
+          const double start = rail_t;
+          for (int i = 1; i < g; ++i) unit_t = std::max(unit_t, start + arrive.at(i)) + shard;
+          rail_t = start + arrive.at(g - 1);
         }
       } else {
-        const double shard = scatter(s, 1, b, true);
+        const double shard = scatter(s, 1, b, true), step = arrive.step() + reduce_us(b);
         for (int k = 0; k < pieces; ++k) {
           unit_t += shard;
           rail_t = std::max(rail_t, unit_t);  // the ring sends its first partial
@@ -380,7 +387,7 @@ class CostModel {
             unit_t += shard;
             rail_t = std::max(rail_t, unit_t) + step;
           }
-          rail_t += arrive.first;
+          rail_t += arrive.tail(g);
         }
       }
       const double t = std::max(rail_t, unit_t) + l_.lane_us;
@@ -405,10 +412,8 @@ class CostModel {
       return {rs + ar + ag + 2 * barrier_us(s.ranks), 0};
     }
     // Inline lanes cannot pipeline three lanes: paro_cc runs its reduce-scatter, then its all-gather, of
-    // rank blocks, each overlapping its levels through the rail's hooks (paro_cc.hpp).
-    if (!s.lanes_concurrent)
-      return {paro(Collective::reduce_scatter, N, s, true).time_us + paro(Collective::all_gather, N, s, true).time_us,
-              static_cast<std::size_t>(N)};
+    // rank blocks (paro_cc.hpp).
+    if (!s.lanes_concurrent) return inline_lanes(Collective::all_reduce, s, N / s.ranks);
     Prediction best{0, 0};
     for (double k = 1; k <= 1024 && N / k >= 4 * m; k *= 2) {
       stages(N / k, rs, ar, ag);
@@ -428,13 +433,30 @@ class CostModel {
     if (c == Collective::all_reduce) return all_reduce(s, N, overlap);
     const double block = N / s.ranks;
     if (!overlap) return {c == Collective::all_gather ? gather(s, 0, block, false) : scatter(s, 0, block, false), 0};
-    if (!s.lanes_concurrent && block <= direct_max_) return {together(c, s, block), static_cast<std::size_t>(N)};
+    if (!s.lanes_concurrent) return inline_lanes(c, s, block);
     return pipelined(c, s, block);
   }
 
-  // Inline lanes, every level direct (paro_cc.hpp, gather_together / scatter_together): one exchange per
-  // level carrying all the shards that level moves: the k-th level down carries the blocks of every unit
-  // above it at once.
+  // paro_cc on one thread per rank: each level exchanges all its shards at once (together), or the rail
+  // delivers one shard at a time and my unit moves each as it arrives, through the rail's hooks, whichever
+  // the all-gather's prediction finds faster. Together pays a level's latency once instead of once per
+  // shard, but the unit starts only when the rail is done: where the unit's links are not much faster
+  // than the rail's (a NIC per rank), one shard at a time wins for large blocks. A reduce-scatter sends
+  // the all-gather's messages in reverse, so it takes the same choice (its one-shard-at-a-time formula
+  // over-predicts by up to 25% on the simulated clusters, docs/simulation.md), and so does the all-reduce,
+  // its reduce-scatter then its all-gather. PARO_DIRECT_MAX=0 (rings only) rules out together.
+  Prediction inline_lanes(Collective c, const CostShape& s, double block) const {
+    const bool at_once = direct_max_ > 0 && together(Collective::all_gather, s, block) <=
+                                                pipelined(Collective::all_gather, s, block).time_us;
+    auto time = [&](Collective k) { return at_once ? together(k, s, block) : pipelined(k, s, block).time_us; };
+    const double t =
+        c == Collective::all_reduce ? time(Collective::reduce_scatter) + time(Collective::all_gather) : time(c);
+    return {t, static_cast<std::size_t>(block * s.ranks), at_once};
+  }
+
+  // Inline lanes, every level direct (paro_cc.hpp, gather_together / scatter_together), whatever the
+  // block size: one exchange per level carrying all the shards that level moves: the k-th level down
+  // carries the blocks of every unit above it at once.
   double together(Collective c, const CostShape& s, double block) const {
     double t = 0, lists = 1;
     auto level = [&](int n, const Hop& h) {

@@ -5,7 +5,7 @@
 // this is the faster schedule for a level of paro_cc; the ring keeps large blocks in a bounded pipeline.
 // The bound on exchanges in flight keeps matching queues short (MPI libraries and SimGrid scan them).
 //
-// Cost (n ranks, N bytes in the full buffer): a (1 + (n-1)/16) + (n-1)/n N b.
+// Cost (n ranks, N bytes in the full buffer): a ceil((n-1)/16) + (n-1)/n N b.
 // The same hooks as the ring (ring.hpp), in the same orders, so a level can switch schedules freely.
 
 #include <algorithm>
@@ -24,7 +24,7 @@ namespace paro::algorithms {
 
 namespace direct_detail {
 constexpr int tag = tags::direct;
-constexpr int peers_in_flight = 16;
+constexpr int peers_in_flight = static_cast<int>(CostModel::direct_window);  // as the cost model prices it
 }  // namespace direct_detail
 
 // Fills every block of `buf` from its owner, for each of `lists` layouts over the same ranks; this rank's

@@ -43,6 +43,7 @@ struct HierarchicalParams {
   std::size_t direct_max_bytes = 0;      // levels whose blocks are at most this exchange directly (direct.hpp)
   std::size_t pipeline_chunk_bytes = 0;  // paro_cc pipeline chunk (of the full buffer); 0: one chunk
   bool concurrent = true;                // the backend lets lanes drive their communicators at once
+  bool together = false;                 // inline lanes: each level's shards in one exchange (gather_together)
   bool overlap = true;                   // paro_cc; false: paro_seq
 };
 
@@ -69,17 +70,16 @@ inline std::size_t piece_count(std::size_t elements, std::size_t element_size, s
   return std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, max_block));
 }
 
-// Whether paro_cc runs gather_together / scatter_together below: lanes inline and every block small enough
-// for direct exchanges (cost_model.hpp's `together` predicts the same rule).
-inline bool runs_together(const BlockList& blocks, DataType dt, const HierarchicalParams& p) {
-  return p.overlap && !p.concurrent && blocks.max_count() * size_of(dt) <= p.direct_max_bytes;
-}
+// Whether paro_cc runs gather_together / scatter_together below: lanes inline, where the cost model
+// predicts it faster than one shard at a time (cost_model.hpp, inline_lanes).
+inline bool runs_together(const HierarchicalParams& p) { return p.overlap && !p.concurrent && p.together; }
 
-// Inline lanes with blocks small enough that every level exchanges directly (direct.hpp): all of a level's
-// shards arrive at about one latency, so each level gathers them together in one exchange, for every list
-// of blocks at once, instead of one exchange per shard: the rail, then every unit's shard in my unit,
-// level by level, one latency per level. (Gathering my own unit's shards while the rail's messages fly
-// would cost a second pass through the levels below.) Units of different sizes exchange across the level.
+// Inline lanes, every level exchanging directly (direct.hpp): all of a level's shards arrive at about one
+// latency, so each level gathers them together in one exchange, for every list of blocks at once, instead
+// of one exchange per shard: the rail, then every unit's shard in my unit, level by level, one latency per
+// level. (Gathering my own unit's shards while the rail's messages fly would cost a second pass through
+// the levels below.) Units of different sizes exchange across the level. The reduce-scatter's receive
+// slots take about as much scratch as its input.
 template <class T>
 void gather_together(Hierarchy<T>& h, char* buf, const std::vector<BlockList>& lists, DataType dt) {
   if (h.flat() || !h.even()) return direct_all_gather(h.comm, buf, lists.data(), lists.size(), dt);
@@ -141,7 +141,7 @@ template <class T>
 void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataType dt, const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
   if (hd::flat_path(h, "paro all_gather")) return level_all_gather(h.comm, buf, blocks, dt, p.ring, p.direct_max_bytes);
-  if (hd::runs_together(blocks, dt, p)) return hd::gather_together(h, buf, {blocks}, dt);
+  if (hd::runs_together(p)) return hd::gather_together(h, buf, {blocks}, dt);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
   auto shard = [&](const BlockList& piece, int u) {
@@ -185,7 +185,7 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
   namespace hd = hierarchical_detail;
   if (hd::flat_path(h, "paro reduce_scatter"))
     return level_reduce_scatter(h.comm, in, out, blocks, dt, op, p.ring, p.direct_max_bytes);
-  if (hd::runs_together(blocks, dt, p)) return hd::scatter_together(h, in, {blocks}, {out}, dt, op);
+  if (hd::runs_together(p)) return hd::scatter_together(h, in, {blocks}, {out}, dt, op);
   const std::size_t esize = size_of(dt);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);

@@ -24,9 +24,11 @@ struct Tuning {
   std::size_t direct_max_bytes =
       algorithms::CostModel::default_direct_max_bytes;  // PARO_DIRECT_MAX: level blocks
                                                         // up to this size are exchanged directly, not in a ring
-  bool check_signatures = false;                        // PARO_CHECK=1: ranks compare each call's signature first
-  std::optional<std::string> cost_file;                 // PARO_COST_FILE: measured numbers for the cost model
-  std::optional<std::string> links_preset;              // PARO_LINKS: the cost model's link preset
+  std::optional<bool> together;             // PARO_CC_TOGETHER=1/0: inline lanes always/never exchange a level's
+                                            // shards at once (paro_cc); unset: the cost model's choice
+  bool check_signatures = false;            // PARO_CHECK=1: ranks compare each call's signature first
+  std::optional<std::string> cost_file;     // PARO_COST_FILE: measured numbers for the cost model
+  std::optional<std::string> links_preset;  // PARO_LINKS: the cost model's link preset
 
   static Tuning from_env() {
     Tuning t;
@@ -41,6 +43,7 @@ struct Tuning {
                     ": allowed values are threads and inline");
     t.lane_threads = lanes == "threads";
     t.direct_max_bytes = env::bytes_or("PARO_DIRECT_MAX", t.direct_max_bytes);
+    if (env::get("PARO_CC_TOGETHER")) t.together = env::integer_or("PARO_CC_TOGETHER", 0, 0, 1) == 1;
     t.check_signatures = env::integer_or("PARO_CHECK", 0, 0, 1) == 1;
     t.cost_file = env::get("PARO_COST_FILE");
     t.links_preset = env::get("PARO_LINKS");

@@ -68,6 +68,7 @@ struct Signature {
     pipeline_chunk,
     lanes,
     direct_max,
+    together,
     fields
   };
   std::array<std::int64_t, fields> values{};
