@@ -7,7 +7,8 @@
 //      so that one 3x spike moves the fit no more than any other point does;
 //   3. what the fitted formulas still miss becomes a correction per (collective, algorithm) only where the
 //      data agree: the residuals are smoothed by a median of three neighbouring sizes (one odd size cannot
-//      make one; an end no further from 1 than its own measurement), set to 1 where within the noise, and
+//      make one; an end against the line through its inner neighbours' medians, and no further from 1
+//      than its own measurement), set to 1 where within the noise, and
 //      bounded to [1/3, 3]; beyond the calibrated sizes the nearest holds (LinkModel::correction);
 //   4. the report says how well the model before, the fitted links, and the links with corrections
 //      predict the measurements; the caller refuses a fit that predicts worse than the model before.
@@ -176,16 +177,20 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
     const std::size_t n = residual.size();
     LinkModel::Correction k;
     bool any = false;
+    // The median of a size and its two neighbours.
+    auto inner = [&](std::size_t j) {
+      return j == 0 || j + 1 == n ? residual[j] : median({residual[j - 1], residual[j], residual[j + 1]});
+    };
     for (std::size_t i = 0; i < n; ++i) {
-      // The median of a size and its two neighbours; at an end, the missing neighbour is the line through
-      // the two inner ones, so that a trend reaches the end and a lone deviation there does not. An end
-      // then goes no further from 1 than its own measurement: a lone deviation of the size next to it
-      // would otherwise reach the end, whose correction holds for every size beyond.
+      // At an end, the missing neighbour is the line through the two inner sizes' medians, so that a
+      // trend reaches the end and a lone deviation there does not, nor one next to it (which would point
+      // the line). An end then goes no further from 1 than its own measurement: its correction holds for
+      // every size beyond.
       double smooth = residual[i];
       if (n >= 3) {
         const bool end = i == 0 || i == n - 1;
         const std::size_t a = i == 0 ? 1 : i == n - 1 ? n - 2 : i - 1, b = i == 0 ? 2 : i == n - 1 ? n - 3 : i + 1;
-        const double other = end ? 2 * residual[a] - residual[b] : residual[b];
+        const double other = end ? 2 * inner(a) - inner(b) : residual[b];
         smooth = median({residual[a], residual[i], other});
         if (end) smooth = std::clamp(smooth, std::min(0.0, residual[i]), std::max(0.0, residual[i]));
       } else if (n == 2) {
