@@ -453,6 +453,26 @@ TEST(Calibration, FitPredictsItsMeasurementsAndKeepsConsistentCorrections) {
   EXPECT_EQ(paro::algorithms::to_json(fit(synthetic_timings()).model), paro::algorithms::to_json(r.model));
 }
 
+// The sizes where `spiked` picks otherwise than `clean`, except where clean's pick was a near tie whose
+// two lowest scores differ by under 1% (the last digits of a refit decide those, as they would on a
+// machine; both candidates are then within about 1% of each other around that size).
+std::vector<std::string> moved_picks(const LinkModel& clean, const LinkModel& spiked) {
+  const CostModel before(clean, clean), after(spiked, spiked);
+  std::vector<std::string> moved;
+  for (Collective c : paro::all_collectives)
+    for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 28); bytes *= 2) {
+      const auto d = Builtin::decide(before, c, bytes, two_by_four());
+      const Algorithm now = Builtin::best(after, c, bytes, two_by_four()).algorithm;
+      if (now == d.candidates[d.picked].algorithm) continue;
+      bool knife_edge = false;
+      for (std::size_t i = 0; i < d.count; ++i)
+        knife_edge = knife_edge || (d.candidates[i].algorithm == now && d.candidates[i].near &&
+                                    d.candidates[i].score < d.candidates[d.picked].score * 1.01);
+      if (!knife_edge) moved.push_back(paro::detail::concat(paro::name_of(c), " ", bytes, ": ", paro::name_of(now)));
+    }
+  return moved;
+}
+
 TEST(Calibration, OneThreeTimesSlowSizeChangesNoPick) {
   const auto clean = fit(synthetic_timings());
   const auto want = picks(clean.model);
@@ -462,14 +482,14 @@ TEST(Calibration, OneThreeTimesSlowSizeChangesNoPick) {
   // every larger size); and at the largest, whose correction used to be held for every larger size.
   for (std::size_t at : {std::size_t{1} << 12, std::size_t{1} << 20, std::size_t{1} << 22, std::size_t{1} << 24}) {
     const auto spiked = fit(synthetic_timings(3, at));
-    EXPECT_EQ(picks(spiked.model), want) << "spike at " << at;
+    EXPECT_EQ(moved_picks(clean.model, spiked.model), std::vector<std::string>{}) << "spike at " << at;
     for (double bytes : {at / 4.0, static_cast<double>(at), at * 4.0})
       EXPECT_NEAR(spiked.model.correction(Collective::reduce_scatter, Algorithm::paro_cc, bytes), 1, 0.06)
           << "spike at " << at << ", correction at " << bytes;
     // Taken as it was measured, the spike would have moved picks.
     LinkModel raw = clean.model;
     raw.corrections[{Collective::reduce_scatter, Algorithm::paro_cc}] = {{at / 4.0, 1}, {static_cast<double>(at), 3}};
-    EXPECT_NE(picks(raw), want) << "spike at " << at;
+    EXPECT_NE(moved_picks(clean.model, raw), std::vector<std::string>{}) << "spike at " << at;
   }
 }
 

@@ -164,9 +164,8 @@ struct AlgorithmList {
   // ones always, hierarchical ones where the scope has levels, native never (it is not modelled).
   // Candidates predicted within the model's error of the fastest are a near tie that another calibration
   // could flip: among them wins the lowest sum of predicted time over the near tie's best at this size
-  // and at a quarter and four times it; sums within 1% of the lowest are a tie too, won by the one listed
-  // first, so that no refit's last digits decide. So the pick follows the trend over sizes rather than
-  // one size's noise, and depends only on (model, collective, size, shape).
+  // and at a quarter and four times it, then the one listed first. So the pick follows the trend over
+  // sizes rather than one size's noise, and depends only on (model, collective, size, shape).
   struct Candidate {
     Algorithm algorithm{};
     Prediction prediction;  // corrections included
@@ -179,8 +178,6 @@ struct AlgorithmList {
     std::array<Candidate, sizeof...(Descriptors)> candidates{};  // the first `count`, in list order
     std::size_t count = 0, fastest = 0, picked = 0;
   };
-
-  static constexpr double score_tie = 0.01;
 
   static Decision decide(const CostModel& m, Collective c, std::size_t full_bytes, const CostShape& s) {
     Decision d;
@@ -213,11 +210,9 @@ struct AlgorithmList {
       for (std::size_t i = 0; i < d.count; ++i)
         if (cs[i].near) cs[i].score += t[i] / std::max(lowest, 1e-9);
     }
-    double lowest = 0;
+    d.picked = d.count;
     for (std::size_t i = 0; i < d.count; ++i)
-      if (cs[i].near && (lowest == 0 || cs[i].score < lowest)) lowest = cs[i].score;
-    d.picked = 0;
-    while (!cs[d.picked].near || cs[d.picked].score > lowest * (1 + score_tie)) ++d.picked;
+      if (cs[i].near && (d.picked == d.count || cs[i].score < cs[d.picked].score * (1 - 1e-9))) d.picked = i;
     return d;
   }
 
