@@ -206,7 +206,6 @@ TEST(Predictions, InlineLanesRunNoPipeline) {
   EXPECT_NEAR(inline_ar.time_us, halves, 1e-9 * halves);
 }
 
-// The shape Communicator computes for a scope, from the topology and the grouping alone.
 // With one thread per rank, paro_cc either exchanges each level's shards together (one latency per level)
 // or lets the rail deliver one shard at a time while the unit moves the ones that arrived: whichever the
 // all-gather's prediction finds faster, for every collective. With a NIC per rank, together while
@@ -238,6 +237,7 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
     }
 }
 
+// The shape Communicator computes for a scope, from the topology and the grouping alone.
 TEST(CostShape, FromTheTopologyAndTheGroups) {
   const paro::Topology topo = paro::topology::EmulationSpec::parse("nodes=2,ranks=4").place(8);
   const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7}, node_of = topo.ordinals(paro::Level::node);
