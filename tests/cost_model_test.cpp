@@ -191,7 +191,7 @@ TEST(Choice, HierarchicalOverlapWinsLargeMessagesOnSlowLinks) {
 TEST(Predictions, InlineLanesRunNoPipeline) {
   const CostModel model(slow_nic(paro::NicModel::shared), slow_nic(paro::NicModel::shared));
   CostShape inline_lanes = two_by_four();
-  inline_lanes.lanes_concurrent = false;
+  inline_lanes.lanes = paro::algorithms::LaneChoice::inline_only;
   const auto inline_ar = Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, inline_lanes);
   EXPECT_EQ(inline_ar.pipeline_chunk_bytes, MiB64);
   EXPECT_GT(inline_ar.time_us,
@@ -209,10 +209,14 @@ TEST(Predictions, InlineLanesRunNoPipeline) {
 // With one thread per rank, paro_cc either exchanges each level's shards together (one latency per level)
 // or lets the rail deliver one shard at a time while the unit moves the ones that arrived: whichever the
 // all-gather's prediction finds faster, for every collective. With a NIC per rank, together while
-// latency dominates; for large blocks one at a time, since together the unit waits for the whole rail.
+// latency dominates (4 nodes: one at a time, a node pays its latency for each of 3 shards that land at
+// once); for large blocks one at a time, since together the unit waits for the whole rail.
 TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
   CostShape s = two_by_four();
-  s.lanes_concurrent = false;
+  s.units = {4};
+  s.nodes = 4;
+  s.ranks_per_node = 2;
+  s.lanes = paro::algorithms::LaneChoice::inline_only;
   s.nic_flows = 1;
   LinkModel per_rank = slow_nic(paro::NicModel::per_rank);
   per_rank.intra.latency_us = 1;
@@ -221,13 +225,15 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
   for (Collective c : paro::all_collectives)
     for (std::size_t bytes : {std::size_t{4096}, MiB64}) {
       const double block = bytes / 8.0;
-      const bool together =
-          own.together(Collective::all_gather, s, block) <= own.pipelined(Collective::all_gather, s, block).time_us;
+      auto one_at_a_time = [&](Collective k) {
+        return own.pipelined(k, s, block, CostModel::Overlap::inline_lanes).time_us;
+      };
+      const bool together = own.together(Collective::all_gather, s, block) <= one_at_a_time(Collective::all_gather);
       double want = 0;
       for (Collective half : c == Collective::all_reduce
                                  ? std::vector<Collective>{Collective::reduce_scatter, Collective::all_gather}
                                  : std::vector<Collective>{c})
-        want += together ? own.together(half, s, block) : own.pipelined(half, s, block).time_us;
+        want += together ? own.together(half, s, block) : one_at_a_time(half);
       const auto p = Builtin::predict(own, Algorithm::paro_cc, c, bytes, s);
       EXPECT_NEAR(p.time_us, want, 1e-9 * want) << paro::name_of(c) << " " << bytes;
       EXPECT_EQ(p.together, together) << paro::name_of(c) << " " << bytes;
@@ -235,6 +241,34 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
       // PARO_DIRECT_MAX=0: rings only, never together.
       EXPECT_FALSE(Builtin::predict(rings_only, Algorithm::paro_cc, c, bytes, s).together) << paro::name_of(c);
     }
+}
+
+// PARO_LANES=auto: per call, paro_cc's lanes run on threads or inline, whichever is predicted faster.
+// Waking lane threads costs every call the same, so small calls run inline; the all-reduce's pipeline
+// needs threads, so a large one runs on them.
+TEST(Predictions, LanesRunInlineWherePredictedFaster) {
+  LinkModel links = slow_nic(paro::NicModel::shared);
+  links.lane_us = 100;
+  const CostModel model(links, links);
+  CostShape either = two_by_four(), threads = two_by_four(), inline_only = two_by_four();
+  either.lanes = paro::algorithms::LaneChoice::faster;
+  inline_only.lanes = paro::algorithms::LaneChoice::inline_only;
+  for (Collective c : paro::all_collectives)
+    for (std::size_t bytes : {std::size_t{65536}, std::size_t{1} << 20, MiB64}) {
+      const auto on_threads = Builtin::predict(model, Algorithm::paro_cc, c, bytes, threads);
+      const auto on_caller = Builtin::predict(model, Algorithm::paro_cc, c, bytes, inline_only);
+      const auto p = Builtin::predict(model, Algorithm::paro_cc, c, bytes, either);
+      EXPECT_FALSE(on_threads.lanes_inline);
+      EXPECT_TRUE(on_caller.lanes_inline);
+      EXPECT_EQ(p.lanes_inline, on_caller.time_us < on_threads.time_us) << paro::name_of(c) << " " << bytes;
+      EXPECT_DOUBLE_EQ(p.time_us, std::min(on_caller.time_us, on_threads.time_us)) << paro::name_of(c) << " " << bytes;
+      EXPECT_EQ(p.pipeline_chunk_bytes,
+                p.lanes_inline ? on_caller.pipeline_chunk_bytes : on_threads.pipeline_chunk_bytes);
+      if (bytes == 65536) EXPECT_TRUE(p.lanes_inline) << paro::name_of(c);
+    }
+  EXPECT_FALSE(Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, either).lanes_inline);
+  // paro_seq has no lanes.
+  EXPECT_FALSE(Builtin::predict(model, Algorithm::paro_seq, Collective::all_gather, 65536, either).lanes_inline);
 }
 
 // The shape Communicator computes for a scope, from the topology and the grouping alone.
@@ -412,7 +446,7 @@ std::vector<paro::algorithms::Timing> synthetic_timings(double spike = 1, std::s
         if (c == Collective::reduce_scatter && a == Algorithm::paro_cc && bytes == spike_bytes) t *= spike;
         std::vector<double> runs;
         for (int r = 0; r < 5; ++r) runs.push_back(t * (1 + 0.03 * std::sin(1.7 * ++k)));
-        out.push_back({c, a, static_cast<double>(bytes), runs, 0});
+        out.push_back({c, a, static_cast<double>(bytes), runs, {}});
       }
   return out;
 }
@@ -505,6 +539,35 @@ TEST(Calibration, AnEndKeepsItsOwnConsistentDeviation) {
   const auto r = fit(timings);
   for (double bytes : {16.0 * (1 << 20), 256.0 * (1 << 20)})
     EXPECT_NEAR(r.model.correction(Collective::reduce_scatter, Algorithm::paro_cc, bytes), 0.89, 0.03) << bytes;
+}
+
+// Where paro_cc's lanes may run inline or on threads, each point is predicted on the lanes it ran on:
+// the lane start is fitted from the points that ran on threads (free to choose, the fit could make it
+// too dear to be true and send every point inline), and the fitted model chooses lanes as the true one.
+TEST(Calibration, PointsArePredictedOnTheLanesTheyRanOn) {
+  CostShape s = two_by_four();
+  s.lanes = paro::algorithms::LaneChoice::faster;
+  const CostModel truth(true_links(), true_links());
+  std::vector<paro::algorithms::Timing> timings;
+  std::set<bool> ran_inline;
+  for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 24); bytes *= 4)
+    for (Collective c : paro::all_collectives)
+      for (Algorithm a : {Algorithm::ring, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc}) {
+        const auto p = Builtin::formula(truth, a, c, bytes, s);
+        timings.push_back(
+            {c, a, static_cast<double>(bytes), {p.time_us}, {p.pipeline_chunk_bytes, p.lanes_inline, p.together}});
+        if (a == Algorithm::paro_cc) ran_inline.insert(p.lanes_inline);
+      }
+  ASSERT_EQ(ran_inline.size(), 2u) << "some points inline, some on threads";
+  const LinkModel start = slow_nic(paro::NicModel::shared);
+  const auto r = paro::algorithms::fit_cost_model<Builtin>(start, CostModel(start, start), s, timings);
+  EXPECT_NEAR(r.model.lane_us, true_links().lane_us, 0.2 * true_links().lane_us);
+  const CostModel fitted(r.model, r.model);
+  for (Collective c : paro::all_collectives)
+    for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 28); bytes *= 2)
+      EXPECT_EQ(Builtin::predict(fitted, Algorithm::paro_cc, c, bytes, s).lanes_inline,
+                Builtin::predict(truth, Algorithm::paro_cc, c, bytes, s).lanes_inline)
+          << paro::name_of(c) << " " << bytes;
 }
 
 TEST(Calibration, LinksHeldDeriveOnlyTheCorrections) {

@@ -109,7 +109,7 @@ TEST(Misuse, OverlappingBuffersThatAreNotInPlace) {
 
 TEST(Misuse, UnknownLaneSettings) {
   setenv("PARO_LANES", "fibers", 1);
-  EXPECT_CONTAINS(error_of(2, [](auto&) {}), "PARO_LANES=fibers: allowed values are threads and inline");
+  EXPECT_CONTAINS(error_of(2, [](auto&) {}), "PARO_LANES=fibers: allowed values are auto, threads and inline");
   unsetenv("PARO_LANES");
   setenv("PARO_CC_TOGETHER", "yes", 1);
   EXPECT_CONTAINS(error_of(2, [](auto&) {}), "PARO_CC_TOGETHER");

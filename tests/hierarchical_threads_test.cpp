@@ -128,10 +128,12 @@ TEST_P(HierarchicalLanes, ParoCcExact) {
   unsetenv("PARO_LANES");
 }
 
-// threads with direct levels is the default, which every other test here runs.
+// The default (auto: threads or inline per call, as the cost model predicts faster), which every other
+// test here runs, takes inline lanes for calls this small.
 INSTANTIATE_TEST_SUITE_P(LanesAndSchedules, HierarchicalLanes,
-                         ::testing::Values(LanesParam{"threads", "0", "0"}, LanesParam{"inline", "0", "0"},
-                                           LanesParam{"inline", "1M", "1"}, LanesParam{"inline", "1M", "0"}));
+                         ::testing::Values(LanesParam{"threads", "0", "0"}, LanesParam{"threads", "256K", "0"},
+                                           LanesParam{"inline", "0", "0"}, LanesParam{"inline", "1M", "1"},
+                                           LanesParam{"inline", "1M", "0"}));
 
 // NaN and infinity through every algorithm (flat and hierarchical, on an emulated 2 x 3 cluster), as
 // core/reduce_op.hpp documents: a NaN on any rank, or +inf meeting -inf in a sum, gives the canonical NaN

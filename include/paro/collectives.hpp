@@ -94,7 +94,7 @@ class Communicator {
         grouping_(config.group),
         cost_(algorithms::link_model_for(topology_, tuning_.cost_file, tuning_.links_preset),
               algorithms::link_model_for(topology_, std::nullopt, tuning_.links_preset), tuning_.direct_max_bytes),
-        scopes_(t_, topology_, groups_, cost_.bound_links().nic, lanes_on_threads(t_)) {
+        scopes_(t_, topology_, groups_, cost_.bound_links().nic, lane_choice(t_)) {
     if (groups_.uneven())
       log::info(rank(), "grouping by ", grouping_.describe(), ": groups of different sizes (",
                 groups_.members.front().size(), " .. ", groups_.members.back().size(),
@@ -250,11 +250,12 @@ class Communicator {
   // Last: destroyed first, so that its worker finishes the queued collectives while the rest still exists.
   ProgressEngine engine_{[this] { bind_worker_thread(); }};
 
-  // What a call runs: the algorithm and, for paro_cc, its pipeline chunk and whether inline lanes exchange
-  // a level's shards together; predicted once per call.
+  // What a call runs: the algorithm and, for paro_cc, its pipeline chunk, whether its lanes run inline
+  // and whether inline lanes exchange a level's shards together; predicted once per call.
   struct Plan {
     Algorithm algorithm;
     std::size_t pipeline_chunk_bytes = 0;
+    bool lanes_inline = false;
     bool together = false;
   };
 
@@ -270,7 +271,7 @@ class Communicator {
       algorithms::HierarchicalParams p;
       p.ring = self.tuning_.ring;
       p.direct_max_bytes = self.tuning_.direct_max_bytes;
-      p.concurrent = self.lanes_on_threads(self.t_);
+      p.concurrent = self.lane_choice(self.t_) != algorithms::LaneChoice::inline_only && !plan.lanes_inline;
       // Lanes that run one after the other gain nothing from a pipeline, and every piece costs its latency.
       p.pipeline_chunk_bytes = p.concurrent ? plan.pipeline_chunk_bytes : 0;
       p.together = plan.together;
@@ -430,7 +431,8 @@ class Communicator {
     Plan p{requested != Algorithm::automatic ? requested : overrides_[c]};
     if (p.algorithm == Algorithm::automatic) {
       const auto best = Registry::best(cost_, c, full_bytes, shape(scope));
-      p = {best.algorithm, best.prediction.pipeline_chunk_bytes, best.prediction.together};
+      p = {best.algorithm, best.prediction.pipeline_chunk_bytes, best.prediction.lanes_inline,
+           best.prediction.together};
     } else {
       detail::require(Registry::contains(p.algorithm), paro::name_of(c), ": algorithm ", static_cast<int>(p.algorithm),
                       " is not registered; allowed: ", Registry::names());
@@ -442,6 +444,7 @@ class Communicator {
       if (Registry::family(p.algorithm) == algorithms::Family::hierarchical) {
         const algorithms::Prediction predicted = Registry::predict(cost_, p.algorithm, c, full_bytes, shape(scope));
         p.pipeline_chunk_bytes = predicted.pipeline_chunk_bytes;
+        p.lanes_inline = predicted.lanes_inline;
         p.together = predicted.together;
       }
     }
@@ -506,7 +509,7 @@ class Communicator {
                    static_cast<std::int64_t>(tuning_.ring.chunk_bytes),
                    static_cast<std::int64_t>(tuning_.ring.window),
                    static_cast<std::int64_t>(tuning_.pipeline_chunk_bytes),
-                   static_cast<std::int64_t>(lanes_on_threads(t)),
+                   static_cast<std::int64_t>(lane_choice(t)),
                    static_cast<std::int64_t>(tuning_.direct_max_bytes),
                    tuning_.together ? static_cast<std::int64_t>(*tuning_.together) : -1};
     validation::check_agreement(t, mine, paro::name_of(s), [](const F& f) {
@@ -522,7 +525,7 @@ class Communicator {
                             paro::name_of(static_cast<DataType>(v[F::data_type])), " ",
                             paro::name_of(static_cast<ReduceOp>(v[F::op])), " (PARO_RING_CHUNK=", v[F::ring_chunk],
                             " PARO_RING_WINDOW=", v[F::ring_window], " PARO_CC_CHUNK=", v[F::pipeline_chunk],
-                            " lanes=", v[F::lanes] ? "threads" : "inline", " PARO_DIRECT_MAX=", v[F::direct_max],
+                            " lanes=", lane_name(v[F::lanes]), " PARO_DIRECT_MAX=", v[F::direct_max],
                             " PARO_CC_TOGETHER=",
                             v[F::together] < 0 ? "unset"
                             : v[F::together]   ? "1"
@@ -531,8 +534,19 @@ class Communicator {
     });
   }
 
-  // Whether paro_cc's lanes get threads of their own on this communicator (else they share the caller's).
-  bool lanes_on_threads(const Transport& t) const { return tuning_.lane_threads && t.concurrent_use(); }
+  // Where paro_cc's lanes may run on this communicator: threads of their own only where the backend lets
+  // several threads drive it at once.
+  algorithms::LaneChoice lane_choice(const Transport& t) const {
+    return t.concurrent_use() ? tuning_.lanes : algorithms::LaneChoice::inline_only;
+  }
+  static const char* lane_name(std::int64_t choice) {
+    switch (static_cast<algorithms::LaneChoice>(choice)) {
+      case algorithms::LaneChoice::threads: return "threads";
+      case algorithms::LaneChoice::inline_only: return "inline";
+      case algorithms::LaneChoice::faster: return "auto";
+    }
+    return "?";
+  }
 };
 
 }  // namespace paro

@@ -25,6 +25,17 @@
 
 namespace paro::algorithms {
 
+// The schedule a cost model gives a call: paro_cc's pipeline chunk, whether its lanes run inline, and with
+// inline lanes whether each level exchanges its shards together.
+struct Schedule {
+  std::size_t chunk_bytes = 0;
+  bool lanes_inline = false, together = false;
+  friend bool operator==(const Schedule& a, const Schedule& b) {
+    return a.chunk_bytes == b.chunk_bytes && a.lanes_inline == b.lanes_inline && a.together == b.together;
+  }
+  friend bool operator!=(const Schedule& a, const Schedule& b) { return !(a == b); }
+};
+
 // Repeated timings of one call (us), each run taken in a round that also timed every other algorithm at
 // its size, so that a slow moment of the machine falls on all of them.
 struct Timing {
@@ -32,17 +43,15 @@ struct Timing {
   Algorithm algorithm;
   double bytes;  // the full buffer
   std::vector<double> runs_us;
-  std::size_t chunk_bytes = 0;  // the pipeline chunk the calls ran with (planned_schedule)
-  bool together = false;        // inline lanes: whether a level's shards went at once (planned_schedule)
+  Schedule schedule;  // what the calls ran with (planned_schedule)
 };
 
-// The schedule that `model` gives a call of t's collective, algorithm and size (paro_cc's pipeline chunk,
-// and with inline lanes whether each level exchanges its shards together): a timing describes the model
-// it was taken under.
+// The schedule that `model` gives a call of t's collective, algorithm and size: a timing describes the
+// model it was taken under.
 template <class Registry>
-std::pair<std::size_t, bool> planned_schedule(const CostModel& model, const CostShape& shape, const Timing& t) {
+Schedule planned_schedule(const CostModel& model, const CostShape& shape, const Timing& t) {
   const Prediction p = Registry::predict(model, t.algorithm, t.collective, static_cast<std::size_t>(t.bytes), shape);
-  return {p.pipeline_chunk_bytes, p.together};
+  return {p.pipeline_chunk_bytes, p.lanes_inline, p.together};
 }
 
 struct FittedPoint {
@@ -54,6 +63,7 @@ struct FittedPoint {
   double before_us;    // the model in use before the fit, corrections included
   double links_us;     // the fitted formulas
   double fitted_us;    // the fitted formulas with their corrections
+  bool lanes_inline;   // paro_cc ran its lanes inline: predicted so, whatever a model would choose
 };
 
 struct FitReport {
@@ -113,11 +123,19 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
     const double m = std::max(1e-3, median(t.runs_us));
     std::vector<double> deviation;
     for (double x : t.runs_us) deviation.push_back(std::abs(x - m));
-    r.points.push_back({t.collective, t.algorithm, t.bytes, m, median(deviation) / m, 0, 0, 0});
+    r.points.push_back(
+        {t.collective, t.algorithm, t.bytes, m, median(deviation) / m, 0, 0, 0, t.schedule.lanes_inline});
   }
   detail::require(!r.points.empty(), "fit_cost_model: no timings");
+  // A point is predicted on the lanes it ran on: were the model free to choose, a lane start too dear to
+  // be true would send every point inline and there fit as well as the true one.
+  CostShape on_threads = shape, inline_lanes = shape;
+  if (on_threads.lanes == LaneChoice::faster) on_threads.lanes = LaneChoice::threads;
+  inline_lanes.lanes = LaneChoice::inline_only;
   auto formula = [&](const CostModel& model, const FittedPoint& p) {
-    return Registry::formula(model, p.algorithm, p.collective, static_cast<std::size_t>(p.bytes), shape).time_us;
+    return Registry::formula(model, p.algorithm, p.collective, static_cast<std::size_t>(p.bytes),
+                             p.lanes_inline ? inline_lanes : on_threads)
+        .time_us;
   };
   auto error = [](double predicted, double measured) {
     return std::abs(std::log(std::max(1e-3, predicted) / measured));

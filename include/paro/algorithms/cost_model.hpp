@@ -116,25 +116,31 @@ inline LinkModel preset(const std::string& name) {
   throw UsageError(detail::concat("PARO_LINKS='", name, "' is not a preset; allowed: ", names));
 }
 
+// Where paro_cc's lanes run (PARO_LANES): on threads of their own, which pipeline the levels but are woken
+// for every call (LinkModel::lane_us); inline on the caller's thread, overlapping the levels through the
+// rail's hooks (the only way where the backend cannot be driven from several threads); or, per call,
+// whichever of the two the model predicts faster.
+enum class LaneChoice { threads, inline_only, faster };
+
 // What the model needs to know about a scope: how the hierarchical algorithms would cut it, and how its
 // flat algorithms' messages meet the links.
 struct CostShape {
   int ranks = 1;
-  std::vector<int> units;           // units per level of the hierarchy, top first; empty: flat
-  std::vector<bool> rail_inter;     // per level: do the rail's messages leave the node?
-  std::vector<bool> rail_pods;      // per level: do they cross pods?
-  bool leaf_inter = false;          // does the innermost (flat) unit span nodes?
-  bool even = true;                 // every level's units are alike (else the flat ring runs)
-  int nodes = 1;                    // distinct nodes among the scope's members
-  int ranks_per_node = 1;           // the scope's members on the fullest node
-  double nic_flows = 1;             // flows through one NIC when every member sends across nodes at once
-  double ring_nic_flows = 0;        // flows through one NIC in a flat ring step (0: the ring stays in a node)
-  int ring_inter_hops = 0;          // hops of the flat ring (of `ranks`) that leave a node
-  int ring_pod_hops = 0;            // ... and that cross pods
-  double ring_pod_flows = 0;        // flows leaving one pod in a flat ring step
-  int pods = 1;                     // distinct pods among the scope's members (1: no pod level known)
-  int pod_ranks = 0, pod_nics = 0;  // the scope's members in its fullest pod, and their NICs
-  bool lanes_concurrent = true;     // paro_cc's lanes run at once on threads; else inline, with no pipeline
+  std::vector<int> units;                  // units per level of the hierarchy, top first; empty: flat
+  std::vector<bool> rail_inter;            // per level: do the rail's messages leave the node?
+  std::vector<bool> rail_pods;             // per level: do they cross pods?
+  bool leaf_inter = false;                 // does the innermost (flat) unit span nodes?
+  bool even = true;                        // every level's units are alike (else the flat ring runs)
+  int nodes = 1;                           // distinct nodes among the scope's members
+  int ranks_per_node = 1;                  // the scope's members on the fullest node
+  double nic_flows = 1;                    // flows through one NIC when every member sends across nodes at once
+  double ring_nic_flows = 0;               // flows through one NIC in a flat ring step (0: the ring stays in a node)
+  int ring_inter_hops = 0;                 // hops of the flat ring (of `ranks`) that leave a node
+  int ring_pod_hops = 0;                   // ... and that cross pods
+  double ring_pod_flows = 0;               // flows leaving one pod in a flat ring step
+  int pods = 1;                            // distinct pods among the scope's members (1: no pod level known)
+  int pod_ranks = 0, pod_nics = 0;         // the scope's members in its fullest pod, and their NICs
+  LaneChoice lanes = LaneChoice::threads;  // where paro_cc's lanes may run
   // Members of one unit at `level` (level 0: the whole scope; units.size(): the innermost unit).
   int members_below(std::size_t level) const {
     int r = ranks;
@@ -148,7 +154,8 @@ struct CostShape {
 struct Prediction {
   double time_us = 0;
   std::size_t pipeline_chunk_bytes = 0;  // paro_cc all-reduce
-  bool together = false;  // paro_cc with inline lanes: each level exchanges all its shards at once (paro_cc.hpp)
+  bool lanes_inline = false;             // paro_cc: its lanes on the caller's thread, with no pipeline (paro_cc.hpp)
+  bool together = false;                 // paro_cc with inline lanes: each level exchanges all its shards at once
 };
 
 class CostModel {
@@ -335,43 +342,48 @@ class CostModel {
     return h.alpha * std::ceil((n - 1) / direct_window) + (n - 1) * (lists * block * h.beta + reduce);
   }
 
+  // How paro_cc's levels run: one after the other (paro_seq), overlapped inline on the caller's thread, or
+  // on lane threads of their own.
+  enum class Overlap { none, inline_lanes, threads };
+  double lane_start(Overlap o) const { return o == Overlap::threads ? l_.lane_us : 0; }
+
   // All-gather of `block` bytes per member of the level-`level` unit, each piece whole.
-  double gather(const CostShape& s, std::size_t level, double block, bool overlap) const {
+  double gather(const CostShape& s, std::size_t level, double block, Overlap o) const {
     if (level == s.units.size()) return flat_level(Collective::all_gather, block * s.leaf(), s.leaf(), leaf_hop(s));
     const int g = s.units[level];
     const Arrivals rail = arrivals(rail_hop(s, level), block, g);
-    const double shard = gather(s, level + 1, block, overlap);
-    if (!overlap) return rail.at(g - 1) + g * shard + 2 * barrier_us(s.members_below(level));
+    const double shard = gather(s, level + 1, block, o);
+    if (o == Overlap::none) return rail.at(g - 1) + g * shard + 2 * barrier_us(s.members_below(level));
     double t = shard;  // my own unit's shard first, then each as the rail delivers it
     for (int k = 1; k < g; ++k) t = std::max(rail.at(k), t) + shard;
-    return t + l_.lane_us;
+    return t + lane_start(o);
   }
 
-  double scatter(const CostShape& s, std::size_t level, double block, bool overlap) const {
+  double scatter(const CostShape& s, std::size_t level, double block, Overlap o) const {
     if (level == s.units.size()) return flat_level(Collective::reduce_scatter, block * s.leaf(), s.leaf(), leaf_hop(s));
     const int g = s.units[level];
     const Arrivals rail = arrivals(rail_hop(s, level), block, g);
     const double step = rail.step() + reduce_us(block);
-    const double shard = scatter(s, level + 1, block, overlap);
-    if (!overlap) return g * shard + rail.tail(g) + (g - 1) * step + 2 * barrier_us(s.members_below(level));
+    const double shard = scatter(s, level + 1, block, o);
+    if (o == Overlap::none) return g * shard + rail.tail(g) + (g - 1) * step + 2 * barrier_us(s.members_below(level));
     double t = shard;  // rail item k needs shard k+1
     for (int k = 1; k < g; ++k) t = std::max(t, (k + 1) * shard) + step;
-    return t + rail.tail(g) + l_.lane_us;
+    return t + rail.tail(g) + lane_start(o);
   }
 
   // paro_cc all-gather / reduce-scatter with the blocks cut into P pieces: the two lanes (rail, my unit)
-  // played out item by item; the best P.
-  Prediction pipelined(Collective c, const CostShape& s, double block) const {
+  // played out item by item; the best P. Inline lanes run no pipeline (one piece).
+  Prediction pipelined(Collective c, const CostShape& s, double block, Overlap o) const {
     const int g = s.units[0];
     const Hop rail = rail_hop(s, 0);
     Prediction best{0, 0};
-    const double most_pieces = s.lanes_concurrent ? 64 : 1;  // inline lanes run no pipeline (collectives.hpp)
+    const double most_pieces = o == Overlap::threads ? 64 : 1;
     for (double pieces = 1; pieces <= most_pieces && (pieces == 1 || block / pieces >= 4096); pieces *= 2) {
       const double b = block / pieces;
       const Arrivals arrive = arrivals(rail, b, g);
       double rail_t = 0, unit_t = 0;
       if (c == Collective::all_gather) {
-        const double shard = gather(s, 1, b, true);
+        const double shard = gather(s, 1, b, o);
         for (int k = 0; k < pieces; ++k) {
           unit_t += shard;  // my own unit's shard needs nothing from the rail
           const double start = rail_t;
@@ -379,7 +391,7 @@ class CostModel {
           rail_t = start + arrive.at(g - 1);
         }
       } else {
-        const double shard = scatter(s, 1, b, true), step = arrive.step() + reduce_us(b);
+        const double shard = scatter(s, 1, b, o), step = arrive.step() + reduce_us(b);
         for (int k = 0; k < pieces; ++k) {
           unit_t += shard;
           rail_t = std::max(rail_t, unit_t);  // the ring sends its first partial
@@ -390,30 +402,29 @@ class CostModel {
           rail_t += arrive.tail(g);
         }
       }
-      const double t = std::max(rail_t, unit_t) + l_.lane_us;
+      const double t = std::max(rail_t, unit_t) + lane_start(o);
       if (best.time_us == 0 || t < best.time_us)
         best = {t, static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))};
     }
     return best;
   }
 
-  Prediction all_reduce(const CostShape& s, double N, bool overlap) const {
+  // paro_seq's all-reduce (Overlap::none), or paro_cc's three-lane pipeline on threads (Overlap::threads;
+  // inline lanes run inline_lanes instead).
+  Prediction all_reduce(const CostShape& s, double N, Overlap o) const {
     const int g = s.units[0], m = s.ranks / g;
     const Hop rail = rail_hop(s, 0);
     auto stages = [&](double chunk, double& rs, double& ar, double& ag) {
       const double piece = chunk / m;
-      rs = m > 1 ? scatter(s, 1, piece, overlap) : 0;
+      rs = m > 1 ? scatter(s, 1, piece, o) : 0;
       ar = flat_level(Collective::all_reduce, piece, g, rail);
-      ag = m > 1 ? gather(s, 1, piece, overlap) : 0;
+      ag = m > 1 ? gather(s, 1, piece, o) : 0;
     };
     double rs, ar, ag;
-    if (!overlap) {
+    if (o == Overlap::none) {
       stages(N, rs, ar, ag);
       return {rs + ar + ag + 2 * barrier_us(s.ranks), 0};
     }
-    // Inline lanes cannot pipeline three lanes: paro_cc runs its reduce-scatter, then its all-gather, of
-    // rank blocks (paro_cc.hpp).
-    if (!s.lanes_concurrent) return inline_lanes(Collective::all_reduce, s, N / s.ranks);
     Prediction best{0, 0};
     for (double k = 1; k <= 1024 && N / k >= 4 * m; k *= 2) {
       stages(N / k, rs, ar, ag);
@@ -428,16 +439,27 @@ class CostModel {
   }
 
   // paro_cc (overlap) and paro_seq: the levels' schedules, or one flat level where the scope has none.
+  // paro_cc's lanes run on threads or inline as the shape allows; where it allows both, whichever is
+  // predicted faster: inline pays no lane start and no hand-over between threads, which small calls
+  // cannot hide, but it has no pipeline.
   Prediction paro(Collective c, double N, const CostShape& s, bool overlap) const {
     if (!s.hierarchical()) return {flat_level(c, N, s.ranks, flat_link(s)), 0};
-    if (c == Collective::all_reduce) return all_reduce(s, N, overlap);
     const double block = N / s.ranks;
-    if (!overlap) return {c == Collective::all_gather ? gather(s, 0, block, false) : scatter(s, 0, block, false), 0};
-    if (!s.lanes_concurrent) return inline_lanes(c, s, block);
-    return pipelined(c, s, block);
+    auto levels = [&](Overlap o) {
+      if (c == Collective::all_reduce) return all_reduce(s, N, o);
+      if (o == Overlap::none)
+        return Prediction{c == Collective::all_gather ? gather(s, 0, block, o) : scatter(s, 0, block, o), 0};
+      return pipelined(c, s, block, o);
+    };
+    if (!overlap) return levels(Overlap::none);
+    if (s.lanes == LaneChoice::inline_only) return inline_lanes(c, s, block);
+    const Prediction threaded = levels(Overlap::threads);
+    if (s.lanes == LaneChoice::threads) return threaded;
+    const Prediction inline_prediction = inline_lanes(c, s, block);
+    return inline_prediction.time_us < threaded.time_us ? inline_prediction : threaded;
   }
 
-  // paro_cc on one thread per rank: each level exchanges all its shards at once (together), or the rail
+  // paro_cc on the caller's thread: each level exchanges all its shards at once (together), or the rail
   // delivers one shard at a time and my unit moves each as it arrives, through the rail's hooks, whichever
   // the all-gather's prediction finds faster. Together pays a level's latency once instead of once per
   // shard, but the unit starts only when the rail is done: where the unit's links are not much faster
@@ -446,12 +468,13 @@ class CostModel {
   // over-predicts by up to 25% on the simulated clusters, docs/simulation.md), and so does the all-reduce,
   // its reduce-scatter then its all-gather. PARO_DIRECT_MAX=0 (rings only) rules out together.
   Prediction inline_lanes(Collective c, const CostShape& s, double block) const {
-    const bool at_once = direct_max_ > 0 && together(Collective::all_gather, s, block) <=
-                                                pipelined(Collective::all_gather, s, block).time_us;
-    auto time = [&](Collective k) { return at_once ? together(k, s, block) : pipelined(k, s, block).time_us; };
+    auto one_at_a_time = [&](Collective k) { return pipelined(k, s, block, Overlap::inline_lanes).time_us; };
+    const bool at_once =
+        direct_max_ > 0 && together(Collective::all_gather, s, block) <= one_at_a_time(Collective::all_gather);
+    auto time = [&](Collective k) { return at_once ? together(k, s, block) : one_at_a_time(k); };
     const double t =
         c == Collective::all_reduce ? time(Collective::reduce_scatter) + time(Collective::all_gather) : time(c);
-    return {t, static_cast<std::size_t>(block * s.ranks), at_once};
+    return {t, static_cast<std::size_t>(block * s.ranks), /*lanes_inline=*/true, at_once};
   }
 
   // Inline lanes, every level direct (paro_cc.hpp, gather_together / scatter_together), whatever the

@@ -6,7 +6,8 @@
 // starting lanes. Then every (collective, algorithm) at every 4x from 1 KiB to 16 MiB, in rounds that
 // time every algorithm of a size once each, in an order that rotates from round to round, so that the
 // machine's slow moments fall on all of them; the fit takes each point's median over the rounds. paro_cc
-// runs the schedule its model gives it (pipeline chunk, inline lanes together or not), so where the fitted
+// runs the schedule its model gives it (pipeline chunk, lanes on threads or inline, inline lanes together
+// or not), so where the fitted
 // model gives another schedule than the one a point was timed with, the point is timed again under the
 // fit and the fit redone. The result's model is what a cost file holds (algorithms::to_json writes it;
 // PARO_COST_FILE reads it back).
@@ -17,7 +18,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -114,7 +114,7 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
         const double measured_bytes = static_cast<double>(count * 4 * (coll == Collective::all_reduce ? 1 : n));
         by_size.back().push_back(
             {timings.size(), count, std::vector<float>(buffers.in), std::vector<float>(buffers.out)});
-        timings.push_back({coll, algo, measured_bytes, {}, 0, false});
+        timings.push_back({coll, algo, measured_bytes, {}, {}});
       }
   }
   // Times the points `redo` picks under `links`, which decide their schedules (planned_schedule).
@@ -134,7 +134,7 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
       for (Point* p : todo) {
         p->repeats = static_cast<int>(std::clamp(20e3 / std::max(1.0, timed(1, call(p))), 2.0, 200.0));
         timings[p->timing].runs_us.clear();
-        std::tie(timings[p->timing].chunk_bytes, timings[p->timing].together) =
+        timings[p->timing].schedule =
             algorithms::planned_schedule<Registry>(comm.cost_model(), shape, timings[p->timing]);
       }
       for (int round = 0; round < rounds; ++round)
@@ -146,16 +146,15 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
   };
   time_points(m, [](const algorithms::Timing&) { return true; });
   algorithms::FitReport fit = algorithms::fit_cost_model<Registry>(m, in_use, shape, timings);
-  // paro_cc's time depends on the schedule its model gives it (pipeline chunk; with inline lanes, whether
-  // a level's shards go together): where the fit gives another than the calls ran with, they are timed
-  // again under the fit, and the fit redone, three times at most. The last pass keeps the links, so that
-  // no schedule moves after its calls were timed: a correction measured under another chunk would
-  // describe another schedule (paro_cc's all-reduce at 256 KiB takes 1.7x as long with 32 KiB chunks as
-  // with 128 KiB).
+  // paro_cc's time depends on the schedule its model gives it (pipeline chunk, lanes on threads or inline;
+  // with inline lanes, whether a level's shards go together): where the fit gives another than the calls ran with, they
+  // are timed again under the fit, and the fit redone, three times at most. The last pass keeps the links, so that no
+  // schedule moves after its calls were timed: a correction measured under another chunk would describe another
+  // schedule (paro_cc's all-reduce at 256 KiB takes 1.7x as long with 32 KiB chunks as with 128 KiB).
   for (int pass = 0; pass < 3; ++pass) {
     const algorithms::CostModel fitted = in_use.with_links(fit.model);
     auto moved = [&](const algorithms::Timing& t) {
-      return algorithms::planned_schedule<Registry>(fitted, shape, t) != std::make_pair(t.chunk_bytes, t.together);
+      return algorithms::planned_schedule<Registry>(fitted, shape, t) != t.schedule;
     };
     if (std::none_of(timings.begin(), timings.end(), moved)) break;
     time_points(fit.model, moved);

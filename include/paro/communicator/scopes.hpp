@@ -53,8 +53,9 @@ template <class Transport>
 class Scopes {
  public:
   // Collective over `world`: splits off the intra-group, rail and per-level communicators.
-  // lanes_concurrent: whether paro_cc's lanes get threads (the cost model's pipeline needs them).
-  Scopes(Transport& world, const Topology& topo, const Groups& groups, NicModel bound_nic, bool lanes_concurrent) {
+  // lanes: where paro_cc's lanes may run here (the cost model predicts their schedules).
+  Scopes(Transport& world, const Topology& topo, const Groups& groups, NicModel bound_nic,
+         algorithms::LaneChoice lanes) {
     const int rank = world.rank();
     const auto me = static_cast<std::size_t>(rank);
     intra_ = world.split(groups.group_of[me], groups.index_of[me]);
@@ -64,7 +65,7 @@ class Scopes {
       const std::vector<int> members = scope_members(s, groups, rank, world.size());
       partitions_[index(s)] = algorithms::scope_partitions(topo, groups.group_of, members);
       shapes_[index(s)] = algorithms::cost_shape(topo, members, partitions_[index(s)], bound_nic);
-      shapes_[index(s)].lanes_concurrent = lanes_concurrent;
+      shapes_[index(s)].lanes = lanes;
     }
   }
 
