@@ -219,16 +219,19 @@ TEST(DpEngine, RejectsUnevenGroups) {
 }
 
 // Bitwise-reproducible training (docs/user-guide.md, "Reproducible runs"): a float sum's last bits depend
-// on the order its algorithm reduces in, automatic's algorithm on the cost model, and so does paro_cc's
-// all-reduce pipeline chunk. A job of 3 SGD steps (all-reduced gradients, then the ZeRO pair:
-// reduce-scatter and all-gather of the parameters) run under two cost models that pick differently:
-// pinned algorithms (and paro_cc's chunk) give the same bits, automatic does not.
-std::vector<float> sgd_job(const char* links_preset, const std::string& algorithms, std::size_t chunk = 0) {
+// on the order its algorithm reduces in, automatic's algorithm on the cost model, and so do paro_cc's
+// pipeline chunk and whether its lanes run inline. A job of 3 SGD steps (all-reduced gradients, then the
+// ZeRO pair: reduce-scatter and all-gather of the parameters) run under two cost models that plan
+// differently: pinned algorithms (and paro_cc's lanes and chunk, PARO_LANES and PARO_CC_CHUNK) give the
+// same bits, automatic does not.
+std::vector<float> sgd_job(const char* links_preset, const std::string& algorithms, std::size_t chunk = 0,
+                           paro::algorithms::LaneChoice lanes = paro::algorithms::LaneChoice::faster) {
   paro::CommunicatorConfig config;
   config.discovery.emulate = "nodes=2,ranks=3";
   config.tuning.links_preset = links_preset;
   config.tuning.algorithms = algorithms;
   config.tuning.pipeline_chunk_bytes = chunk;
+  config.tuning.lanes = lanes;
   auto params = paro::testing::run_on_thread_ranks(6, config, [](auto& comm) {
     const std::size_t n = 6 * 65536, shard = n / 6;
     std::vector<float> x(n), g(n), mine(shard);
@@ -252,29 +255,25 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(Reproducible, PinnedAlgorithmsGiveTheSameBitsUnderAnyCostModel) {
+  using paro::algorithms::LaneChoice;
   const char* fast_nics = "nvlink-ib400";  // one 400 Gbit/s NIC per rank
   const char* slow_nic = "cpu-tcp25";      // one 25 Gbit/s NIC per node
-  // The premise: the two models pick differently for this job's calls.
-  paro::CommunicatorConfig config;
-  config.discovery.emulate = "nodes=2,ranks=3";
-  auto picks = [&](const char* preset) {
-    config.tuning.links_preset = preset;
-    return paro::testing::run_on_thread_ranks(6, config, [](auto& comm) {
-      std::vector<Algorithm> out;
-      for (auto [c, bytes] :
-           {std::pair{Collective::all_reduce, 4 * 6 * 65536}, std::pair{Collective::reduce_scatter, 4 * 6 * 65536}})
-        out.push_back(comm.resolve(c, static_cast<std::size_t>(bytes)));
-      return out;
-    })[0];
-  };
-  ASSERT_NE(picks(fast_nics), picks(slow_nic));
-  EXPECT_FALSE(same_bits(sgd_job(fast_nics, ""), sgd_job(slow_nic, ""))) << "automatic: other algorithms, other bits";
+  // The premise: the two models plan this job's calls differently (with paro_cc's lanes on threads, so
+  // that they also choose its chunk), and automatic gives other bits.
+  EXPECT_FALSE(same_bits(sgd_job(fast_nics, "", 0, LaneChoice::threads), sgd_job(slow_nic, "", 0, LaneChoice::threads)))
+      << "automatic: other plans, other bits";
   for (const char* pinned : {"ring", "tree", "mics_hcs", "allreduce:ring;reducescatter:paro_seq;allgather:paro_cc"})
     EXPECT_TRUE(same_bits(sgd_job(fast_nics, pinned), sgd_job(slow_nic, pinned))) << pinned;
   const char* cc = "allreduce:paro_cc;reducescatter:paro_cc;allgather:paro_cc";
-  EXPECT_FALSE(same_bits(sgd_job(fast_nics, cc), sgd_job(slow_nic, cc))) << "paro_cc's all-reduce chunk not pinned";
   const std::size_t chunk = std::size_t{256} << 10;  // PARO_CC_CHUNK
-  EXPECT_TRUE(same_bits(sgd_job(fast_nics, cc, chunk), sgd_job(slow_nic, cc, chunk))) << "paro_cc, chunk pinned";
+  EXPECT_FALSE(same_bits(sgd_job(fast_nics, cc, 0, LaneChoice::threads), sgd_job(slow_nic, cc, 0, LaneChoice::threads)))
+      << "paro_cc's chunk not pinned";
+  EXPECT_FALSE(same_bits(sgd_job(fast_nics, cc, chunk, LaneChoice::threads),
+                         sgd_job(fast_nics, cc, chunk, LaneChoice::inline_only)))
+      << "paro_cc's lanes on threads or inline: other orders";
+  EXPECT_TRUE(
+      same_bits(sgd_job(fast_nics, cc, chunk, LaneChoice::threads), sgd_job(slow_nic, cc, chunk, LaneChoice::threads)))
+      << "paro_cc, lanes and chunk pinned";
 }
 
 }  // namespace
