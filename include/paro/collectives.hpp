@@ -525,8 +525,8 @@ class Communicator {
                             paro::name_of(static_cast<DataType>(v[F::data_type])), " ",
                             paro::name_of(static_cast<ReduceOp>(v[F::op])), " (PARO_RING_CHUNK=", v[F::ring_chunk],
                             " PARO_RING_WINDOW=", v[F::ring_window], " PARO_CC_CHUNK=", v[F::pipeline_chunk],
-                            " lanes=", lane_name(v[F::lanes]), " PARO_DIRECT_MAX=", v[F::direct_max],
-                            " PARO_CC_TOGETHER=",
+                            " lanes=", algorithms::name_of(static_cast<algorithms::LaneChoice>(v[F::lanes])),
+                            " PARO_DIRECT_MAX=", v[F::direct_max], " PARO_CC_TOGETHER=",
                             v[F::together] < 0 ? "unset"
                             : v[F::together]   ? "1"
                                                : "0",
@@ -538,14 +538,6 @@ class Communicator {
   // several threads drive it at once.
   algorithms::LaneChoice lane_choice(const Transport& t) const {
     return t.concurrent_use() ? tuning_.lanes : algorithms::LaneChoice::inline_only;
-  }
-  static const char* lane_name(std::int64_t choice) {
-    switch (static_cast<algorithms::LaneChoice>(choice)) {
-      case algorithms::LaneChoice::threads: return "threads";
-      case algorithms::LaneChoice::inline_only: return "inline";
-      case algorithms::LaneChoice::faster: return "auto";
-    }
-    return "?";
   }
 };
 

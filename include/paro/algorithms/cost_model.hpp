@@ -121,6 +121,11 @@ inline LinkModel preset(const std::string& name) {
 // rail's hooks (the only way where the backend cannot be driven from several threads); or, per call,
 // whichever of the two the model predicts faster.
 enum class LaneChoice { threads, inline_only, faster };
+inline constexpr LaneChoice all_lane_choices[] = {LaneChoice::faster, LaneChoice::threads, LaneChoice::inline_only};
+// PARO_LANES's value for each.
+inline const char* name_of(LaneChoice c) {
+  return c == LaneChoice::threads ? "threads" : c == LaneChoice::inline_only ? "inline" : "auto";
+}
 
 // What the model needs to know about a scope: how the hierarchical algorithms would cut it, and how its
 // flat algorithms' messages meet the links.

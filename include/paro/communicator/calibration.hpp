@@ -7,10 +7,9 @@
 // time every algorithm of a size once each, in an order that rotates from round to round, so that the
 // machine's slow moments fall on all of them; the fit takes each point's median over the rounds. paro_cc
 // runs the schedule its model gives it (pipeline chunk, lanes on threads or inline, inline lanes together
-// or not), so where the fitted
-// model gives another schedule than the one a point was timed with, the point is timed again under the
-// fit and the fit redone. The result's model is what a cost file holds (algorithms::to_json writes it;
-// PARO_COST_FILE reads it back).
+// or not), so where the fitted model gives another schedule than the one a point was timed with, the
+// point is timed again under the fit and the fit redone. The result's model is what a cost file holds
+// (algorithms::to_json writes it; PARO_COST_FILE reads it back).
 //
 //   paro::algorithms::FitReport fit = paro::calibrate(comm);   // collective: every rank calls it
 //   if (fit.better_than_before()) write(paro::algorithms::to_json(fit.model));
@@ -147,10 +146,11 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
   time_points(m, [](const algorithms::Timing&) { return true; });
   algorithms::FitReport fit = algorithms::fit_cost_model<Registry>(m, in_use, shape, timings);
   // paro_cc's time depends on the schedule its model gives it (pipeline chunk, lanes on threads or inline;
-  // with inline lanes, whether a level's shards go together): where the fit gives another than the calls ran with, they
-  // are timed again under the fit, and the fit redone, three times at most. The last pass keeps the links, so that no
-  // schedule moves after its calls were timed: a correction measured under another chunk would describe another
-  // schedule (paro_cc's all-reduce at 256 KiB takes 1.7x as long with 32 KiB chunks as with 128 KiB).
+  // with inline lanes, whether a level's shards go together): where the fit gives another than the calls
+  // ran with, they are timed again under the fit, and the fit redone, three times at most. The last pass
+  // keeps the links, so that no schedule moves after its calls were timed: a correction measured under
+  // another chunk would describe another schedule (paro_cc's all-reduce at 256 KiB takes 1.7x as long
+  // with 32 KiB chunks as with 128 KiB).
   for (int pass = 0; pass < 3; ++pass) {
     const algorithms::CostModel fitted = in_use.with_links(fit.model);
     auto moved = [&](const algorithms::Timing& t) {

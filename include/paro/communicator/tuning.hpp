@@ -4,7 +4,9 @@
 // them (PARO_CHECK=1 verifies those that cut messages). Where the topology and the groups come from is
 // DiscoveryOptions and GroupSpec, beside it in CommunicatorConfig.
 
+#include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -19,11 +21,10 @@ struct Tuning {
   std::string algorithms;                // PARO_ALGO: "ring", "allreduce:ring;allgather:tree"; empty: automatic
   algorithms::RingParams ring;           // PARO_RING_CHUNK (bytes per ring message), PARO_RING_WINDOW (in flight)
   std::size_t pipeline_chunk_bytes = 0;  // PARO_CC_CHUNK: paro_cc's all-reduce pipeline chunk; 0: the cost model's
-  algorithms::LaneChoice lanes =
-      algorithms::LaneChoice::faster;  // PARO_LANES=auto (default), threads or
-                                       // inline: paro_cc's levels on threads of their own (where the backend
-                                       // allows), overlapped on the caller's thread, or per call whichever
-                                       // the cost model predicts faster
+  // PARO_LANES=auto (default), threads or inline: paro_cc's levels per call on threads of their own (where
+  // the backend allows) or overlapped on the caller's thread, whichever the cost model predicts faster; or
+  // always the one named.
+  algorithms::LaneChoice lanes = algorithms::LaneChoice::faster;
   std::size_t direct_max_bytes =
       algorithms::CostModel::default_direct_max_bytes;  // PARO_DIRECT_MAX: level blocks
                                                         // up to this size are exchanged directly, not in a ring
@@ -42,11 +43,12 @@ struct Tuning {
         static_cast<std::size_t>(env::integer_or("PARO_RING_WINDOW", static_cast<long>(t.ring.window), 1, 1024));
     t.pipeline_chunk_bytes = env::bytes_or("PARO_CC_CHUNK", 0);
     const std::string lanes = env::get("PARO_LANES").value_or("auto");
-    detail::require(lanes == "auto" || lanes == "threads" || lanes == "inline", "PARO_LANES=", lanes,
+    const auto* const named =
+        std::find_if(std::begin(algorithms::all_lane_choices), std::end(algorithms::all_lane_choices),
+                     [&](algorithms::LaneChoice c) { return lanes == algorithms::name_of(c); });
+    detail::require(named != std::end(algorithms::all_lane_choices), "PARO_LANES=", lanes,
                     ": allowed values are auto, threads and inline");
-    t.lanes = lanes == "threads"  ? algorithms::LaneChoice::threads
-              : lanes == "inline" ? algorithms::LaneChoice::inline_only
-                                  : algorithms::LaneChoice::faster;
+    t.lanes = *named;
     t.direct_max_bytes = env::bytes_or("PARO_DIRECT_MAX", t.direct_max_bytes);
     if (env::get("PARO_CC_TOGETHER")) t.together = env::integer_or("PARO_CC_TOGETHER", 0, 0, 1) == 1;
     t.check_signatures = env::integer_or("PARO_CHECK", 0, 0, 1) == 1;
