@@ -596,14 +596,17 @@ int calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
   fit.model.source = "paro-bench --calibrate";
   if (comm.rank() != 0) return fit.better_than_before() ? 0 : 1;
   std::printf(
-      "# calibration (%s backend, %d ranks): median of 5 interleaved rounds per point\n# %14s  %9s  %9s  "
+      "# calibration (%s backend, %d ranks): median of 5 interleaved rounds per point\n# %14s  %9s  %7s  %9s  "
       "%10s  %6s  %10s  %10s  %10s\n",
-      Transport::name, comm.size(), "collective", "algorithm", "size(B)", "measured", "noise", "before", "links",
-      "fitted");
+      Transport::name, comm.size(), "collective", "algorithm", "lanes", "size(B)", "measured", "noise", "before",
+      "links", "fitted");
   for (const auto& p : fit.points)
-    std::printf("  %14s  %9s  %9.0f  %10.1f  %5.1f%%  %10.1f  %10.1f  %10.1f\n", paro::name_of(p.collective),
-                paro::name_of(p.algorithm), p.bytes, p.measured_us, 100 * p.noise, p.before_us, p.links_us,
-                p.fitted_us);
+    std::printf("  %14s  %9s  %7s  %9.0f  %10.1f  %5.1f%%  %10.1f  %10.1f  %10.1f\n", paro::name_of(p.collective),
+                paro::name_of(p.algorithm),
+                p.algorithm != paro::Algorithm::paro_cc ? ""
+                : p.lanes_inline                        ? "inline"
+                                                        : "threads",
+                p.bytes, p.measured_us, 100 * p.noise, p.before_us, p.links_us, p.fitted_us);
   auto percent = [](double log_error) { return 100 * std::expm1(log_error); };
   std::printf(
       "# typical prediction error (geometric mean of predicted/measured, either way) over %zu points:\n"

@@ -264,9 +264,24 @@ TEST(Predictions, LanesRunInlineWherePredictedFaster) {
       EXPECT_DOUBLE_EQ(p.time_us, std::min(on_caller.time_us, on_threads.time_us)) << paro::name_of(c) << " " << bytes;
       EXPECT_EQ(p.pipeline_chunk_bytes,
                 p.lanes_inline ? on_caller.pipeline_chunk_bytes : on_threads.pipeline_chunk_bytes);
-      if (bytes == 65536) EXPECT_TRUE(p.lanes_inline) << paro::name_of(c);
+      if (bytes == 65536) {
+        EXPECT_TRUE(p.lanes_inline) << paro::name_of(c);
+      }
     }
   EXPECT_FALSE(Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, either).lanes_inline);
+  // Measured inline at 3x its formula, the all-gather at 64 KiB goes back to threads, and its prediction
+  // carries the inline correction no more.
+  const std::size_t KiB64 = 65536;
+  LinkModel measured = links;
+  measured.corrections[{Collective::all_gather, Algorithm::paro_cc, true}] = {{1024, 3}};
+  const CostModel corrected(measured, measured);
+  const auto on_threads = Builtin::predict(corrected, Algorithm::paro_cc, Collective::all_gather, KiB64, threads);
+  const auto p = Builtin::predict(corrected, Algorithm::paro_cc, Collective::all_gather, KiB64, either);
+  ASSERT_TRUE(Builtin::predict(model, Algorithm::paro_cc, Collective::all_gather, KiB64, either).lanes_inline);
+  EXPECT_FALSE(p.lanes_inline);
+  EXPECT_DOUBLE_EQ(p.time_us, on_threads.time_us);
+  EXPECT_DOUBLE_EQ(Builtin::predict(corrected, Algorithm::paro_cc, Collective::all_gather, KiB64, inline_only).time_us,
+                   3 * Builtin::predict(model, Algorithm::paro_cc, Collective::all_gather, KiB64, inline_only).time_us);
   // paro_seq has no lanes.
   EXPECT_FALSE(Builtin::predict(model, Algorithm::paro_seq, Collective::all_gather, 65536, either).lanes_inline);
 }
@@ -344,7 +359,10 @@ TEST(Links, CostFileRoundTripAndErrors) {
   LinkModel m = slow_nic(paro::NicModel::shared);
   m.step_us = 12;
   m.corrections[{Collective::all_reduce, Algorithm::paro_cc}] = {{4096, 3}, {1048576, 1.5}};
+  m.corrections[{Collective::all_reduce, Algorithm::paro_cc, true}] = {{4096, 0.5}};
   const LinkModel back = paro::algorithms::parse_cost_file(paro::algorithms::to_json(m), "x.json");
+  EXPECT_CONTAINS(paro::algorithms::to_json(m), "\"paro_cc/inline\": [[4096, 0.5]]");
+  EXPECT_EQ(back.correction(Collective::all_reduce, Algorithm::paro_cc, 4096, /*lanes_inline=*/true), 0.5);
   EXPECT_EQ(back.inter.gbps, 2);
   EXPECT_EQ(back.nic, paro::NicModel::shared);
   EXPECT_EQ(back.step_us, 12);
@@ -371,6 +389,10 @@ TEST(Links, CostFileRoundTripAndErrors) {
   EXPECT_CONTAINS(error_of("{\"inter\": {\"latency_us\": 1e400}}"), "PARO_COST_FILE 'c.json': syntax:");
   EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"fast\": []}}}"),
                   "corrections.all_reduce.fast: unknown algorithm");
+  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring/inline\": []}}}"),
+                  "corrections.all_reduce.ring/inline: only paro_cc's lanes run inline");
+  EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"paro_cc/threads\": []}}}"),
+                  "the one name with a '/' is paro_cc/inline");
   EXPECT_CONTAINS(error_of("{\"corrections\": {\"all_reduce\": {\"ring\": [[0, 1]]}}}"),
                   "every point must be [bytes, ratio]");
   // Found by cost_file_fuzz: a size beyond 2^63 reached to_json's integer conversion.
@@ -568,6 +590,51 @@ TEST(Calibration, PointsArePredictedOnTheLanesTheyRanOn) {
       EXPECT_EQ(Builtin::predict(fitted, Algorithm::paro_cc, c, bytes, s).lanes_inline,
                 Builtin::predict(truth, Algorithm::paro_cc, c, bytes, s).lanes_inline)
           << paro::name_of(c) << " " << bytes;
+}
+
+// Where a calibration timed paro_cc both ways, each lane mode gets its own corrections: inline measured
+// at twice its formula from 1 MiB up (a pipeline its formula assumed and a slow machine did not give)
+// corrects inline only, and the fitted model then runs those sizes on threads.
+TEST(Calibration, LanesOnThreadsAndInlineAreCorrectedApart) {
+  CostShape s = two_by_four();
+  s.lanes = paro::algorithms::LaneChoice::faster;
+  CostShape threads = s, inline_only = s;
+  threads.lanes = paro::algorithms::LaneChoice::threads;
+  inline_only.lanes = paro::algorithms::LaneChoice::inline_only;
+  const CostModel truth(true_links(), true_links());
+  std::vector<paro::algorithms::Timing> timings;
+  int k = 0;
+  for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 24); bytes *= 4)
+    for (Collective c : paro::all_collectives)
+      for (Algorithm a : {Algorithm::ring, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc})
+        for (const CostShape* lanes : {&threads, &inline_only}) {
+          if (a != Algorithm::paro_cc && lanes == &inline_only) continue;
+          const auto p = Builtin::formula(truth, a, c, bytes, *lanes);
+          const double slow = p.lanes_inline && bytes >= (std::size_t{1} << 20) ? 2 : 1;
+          std::vector<double> runs;
+          for (int r = 0; r < 5; ++r) runs.push_back(p.time_us * slow * (1 + 0.02 * std::sin(1.3 * ++k)));
+          timings.push_back(
+              {c, a, static_cast<double>(bytes), runs, {p.pipeline_chunk_bytes, p.lanes_inline, p.together}});
+        }
+  const LinkModel start = slow_nic(paro::NicModel::shared);
+  const auto r = paro::algorithms::fit_cost_model<Builtin>(start, CostModel(start, start), s, timings);
+  EXPECT_NEAR(r.model.lane_us, true_links().lane_us, 0.2 * true_links().lane_us);
+  const CostModel fitted(r.model, r.model);
+  for (Collective c : paro::all_collectives) {
+    for (double bytes : {4.0 * (1 << 20), 16.0 * (1 << 20)}) {
+      EXPECT_NEAR(r.model.correction(c, Algorithm::paro_cc, bytes, /*lanes_inline=*/true), 2, 0.25)
+          << paro::name_of(c) << " " << bytes;
+      EXPECT_NEAR(r.model.correction(c, Algorithm::paro_cc, bytes), 1, 0.1) << paro::name_of(c) << " " << bytes;
+    }
+    // Where the truth runs inline at 1 MiB and up, the fitted model moves to threads: inline is slower
+    // than its formula there.
+    for (std::size_t bytes = std::size_t{1} << 20; bytes <= (std::size_t{1} << 26); bytes *= 4) {
+      const double on_threads = Builtin::formula(truth, Algorithm::paro_cc, c, bytes, threads).time_us;
+      const double on_caller = 2 * Builtin::formula(truth, Algorithm::paro_cc, c, bytes, inline_only).time_us;
+      EXPECT_EQ(Builtin::predict(fitted, Algorithm::paro_cc, c, bytes, s).lanes_inline, on_caller < on_threads)
+          << paro::name_of(c) << " " << bytes;
+    }
+  }
 }
 
 TEST(Calibration, LinksHeldDeriveOnlyTheCorrections) {

@@ -9,9 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
+#include "paro/communicator/calibration.hpp"
 #include "paro/testing/collective_check.hpp"
 #include "threads_harness.hpp"
 
@@ -134,6 +138,32 @@ INSTANTIATE_TEST_SUITE_P(LanesAndSchedules, HierarchicalLanes,
                          ::testing::Values(LanesParam{"threads", "0", "0"}, LanesParam{"threads", "256K", "0"},
                                            LanesParam{"inline", "0", "0"}, LanesParam{"inline", "1M", "1"},
                                            LanesParam{"inline", "1M", "0"}));
+
+#ifndef PARO_TEST_RECORDED  // a calibration measures host backends; NCCL's message rules add nothing here
+// A calibration on a backend that allows lane threads (PARO_LANES=auto) times paro_cc at every size both
+// on threads and inline, and leaves the communicator's lanes as they were: automatic calls after it are
+// exact.
+TEST(Calibrate, TimesParoCcOnBothLanesAndRestoresThem) {
+  auto failures = paro::testing::on_cluster("nodes=2,ranks=2", "node", [](auto& comm) {
+    std::vector<std::string> f;
+    const paro::algorithms::FitReport fit = paro::calibrate(comm, /*rounds=*/1);
+    std::map<std::pair<Collective, double>, std::set<bool>> lanes;
+    for (const auto& p : fit.points)
+      if (p.algorithm == Algorithm::paro_cc) lanes[{p.collective, p.bytes}].insert(p.lanes_inline);
+    if (lanes.size() != 3 * 8) f.push_back(paro::detail::concat(lanes.size(), " paro_cc sizes, not 24"));
+    for (const auto& [point, ran] : lanes)
+      if (ran.size() != 2)
+        f.push_back(paro::detail::concat(paro::name_of(point.first), " ", point.second, ": paro_cc on one lane mode"));
+    if (comm.tuning().lanes != paro::algorithms::LaneChoice::faster ||
+        comm.shape(Scope::global).lanes != paro::algorithms::LaneChoice::faster)
+      f.push_back("the lanes were not restored");
+    for (Collective coll : all_collectives)
+      for (auto& s : paro::testing::run_matrix(comm, coll, Algorithm::automatic, {1, 5000})) f.push_back(s);
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
+}
+#endif
 
 // NaN and infinity through every algorithm (flat and hierarchical, on an emulated 2 x 3 cluster), as
 // core/reduce_op.hpp documents: a NaN on any rank, or +inf meeting -inf in a sum, gives the canonical NaN

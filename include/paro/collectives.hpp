@@ -149,6 +149,12 @@ class Communicator {
   // Replaces the model (e.g. with one measured at run time); every rank must set the same one, since the
   // model decides algorithms and pipeline chunks that the ranks must agree on.
   void set_cost_model(algorithms::CostModel model) { cost_ = std::move(model); }
+  // Where paro_cc's lanes may run in calls made from now on (PARO_LANES; a backend that cannot be driven
+  // from several threads runs them inline whatever this says); every rank must set the same.
+  void set_lanes(algorithms::LaneChoice lanes) {
+    tuning_.lanes = lanes;
+    scopes_.set_lanes(lane_choice(t_));
+  }
   const algorithms::CostShape& shape(Scope s) const { return scopes_.shape(s); }
   double predict_us(Algorithm a, Collective c, std::size_t full_bytes, Scope s = Scope::global) const {
     return Registry::predict(cost_, a, c, full_bytes, shape(s)).time_us;
@@ -271,7 +277,7 @@ class Communicator {
       algorithms::HierarchicalParams p;
       p.ring = self.tuning_.ring;
       p.direct_max_bytes = self.tuning_.direct_max_bytes;
-      p.concurrent = self.lane_choice(self.t_) != algorithms::LaneChoice::inline_only && !plan.lanes_inline;
+      p.concurrent = !plan.lanes_inline;
       // Lanes that run one after the other gain nothing from a pipeline, and every piece costs its latency.
       p.pipeline_chunk_bytes = p.concurrent ? plan.pipeline_chunk_bytes : 0;
       p.together = plan.together;
@@ -450,6 +456,8 @@ class Communicator {
     }
     if (tuning_.pipeline_chunk_bytes) p.pipeline_chunk_bytes = tuning_.pipeline_chunk_bytes;
     if (tuning_.together) p.together = *tuning_.together;
+    // Decided here, not when the call runs: set_lanes may change it for later calls meanwhile.
+    p.lanes_inline = p.lanes_inline || lane_choice(t_) == algorithms::LaneChoice::inline_only;
     return p;
   }
 

@@ -5,11 +5,12 @@
 //   2. the physical numbers (links, per-message step, lane start, reduce and copy throughput) are fitted
 //      jointly to every point at once, minimising the mean |log(predicted / measured)|: an absolute error,
 //      so that one 3x spike moves the fit no more than any other point does;
-//   3. what the fitted formulas still miss becomes a correction per (collective, algorithm) only where the
-//      data agree: the residuals are smoothed by a median of three neighbouring sizes (one odd size cannot
-//      make one; an end against the line through its inner neighbours' medians, and no further from 1
-//      than its own measurement), set to 1 where within the noise, and
-//      bounded to [1/3, 3]; beyond the calibrated sizes the nearest holds (LinkModel::correction);
+//   3. what the fitted formulas still miss becomes a correction per (collective, algorithm; paro_cc's
+//      lanes on threads and inline apart) only where the data agree: the residuals are smoothed by a
+//      median of three neighbouring sizes (one odd size cannot make one; an end against the line through
+//      its inner neighbours' medians, and no further from 1 than its own measurement), set to 1 where
+//      within the noise, and bounded to [1/3, 3]; beyond the calibrated sizes the nearest holds
+//      (LinkModel::correction);
 //   4. the report says how well the model before, the fitted links, and the links with corrections
 //      predict the measurements; the caller refuses a fit that predicts worse than the model before.
 
@@ -46,10 +47,12 @@ struct Timing {
   Schedule schedule;  // what the calls ran with (planned_schedule)
 };
 
-// The schedule that `model` gives a call of t's collective, algorithm and size: a timing describes the
-// model it was taken under.
+// The schedule that `model` gives a call of t's collective, algorithm and size on the lanes t ran on
+// (a calibration times paro_cc on each where both are allowed): a timing describes the model it was
+// taken under.
 template <class Registry>
-Schedule planned_schedule(const CostModel& model, const CostShape& shape, const Timing& t) {
+Schedule planned_schedule(const CostModel& model, CostShape shape, const Timing& t) {
+  shape.lanes = t.schedule.lanes_inline ? LaneChoice::inline_only : LaneChoice::threads;
   const Prediction p = Registry::predict(model, t.algorithm, t.collective, static_cast<std::size_t>(t.bytes), shape);
   return {p.pipeline_chunk_bytes, p.lanes_inline, p.together};
 }
@@ -63,7 +66,7 @@ struct FittedPoint {
   double before_us;    // the model in use before the fit, corrections included
   double links_us;     // the fitted formulas
   double fitted_us;    // the fitted formulas with their corrections
-  bool lanes_inline;   // paro_cc ran its lanes inline: predicted so, whatever a model would choose
+  bool lanes_inline;   // paro_cc ran its lanes inline: predicted and corrected so, whatever a model would choose
 };
 
 struct FitReport {
@@ -178,14 +181,14 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
     if (!moved) f = std::sqrt(f);
   }
 
-  // 3. Corrections: per (collective, algorithm), the residual log(measured / formula) by size, the median
-  // of each size and its neighbours, zero within the noise, bounded.
-  std::map<std::pair<Collective, Algorithm>, std::vector<const FittedPoint*>> series;
+  // 3. Corrections: per (collective, algorithm, lanes), the residual log(measured / formula) by size, the
+  // median of each size and its neighbours, zero within the noise, bounded.
+  std::map<LinkModel::CorrectionKey, std::vector<const FittedPoint*>> series;
   const CostModel fitted_links = in_use.with_links(links);
   for (FittedPoint& p : r.points) {
-    p.before_us = formula(in_use, p) * before.correction(p.collective, p.algorithm, p.bytes);
+    p.before_us = formula(in_use, p) * before.correction(p.collective, p.algorithm, p.bytes, p.lanes_inline);
     p.links_us = formula(fitted_links, p);
-    series[{p.collective, p.algorithm}].push_back(&p);
+    series[{p.collective, p.algorithm, p.lanes_inline}].push_back(&p);
   }
   for (auto& [key, points] : series) {
     std::sort(points.begin(), points.end(),
@@ -223,7 +226,8 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
     if (any) links.corrections[key] = k;
   }
 
-  for (FittedPoint& p : r.points) p.fitted_us = p.links_us * links.correction(p.collective, p.algorithm, p.bytes);
+  for (FittedPoint& p : r.points)
+    p.fitted_us = p.links_us * links.correction(p.collective, p.algorithm, p.bytes, p.lanes_inline);
   std::vector<double> noises;
   double before_sum = 0, fitted_sum = 0;
   for (const FittedPoint& p : r.points) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -37,19 +38,28 @@ struct LinkModel {
   double lane_us = 20;       // starting the lanes of one overlapped call
   double reduce_gbps = 400;  // local reduction throughput (bytes of one operand)
   double copy_gbps = 800;    // local copies
-  // Measured corrections per (collective, algorithm): at calibrated sizes, measured time over the
-  // formula's; between them interpolated in log(size), beyond them the nearest. What the formulas leave
-  // out (waking lanes, scheduling, caches) depends on the size, as NCCL's tuner carries a base latency
-  // and a bandwidth efficiency per algorithm.
+  // Measured corrections per (collective, algorithm, and for paro_cc where its lanes ran): at calibrated
+  // sizes, measured time over the formula's; between them interpolated in log(size), beyond them the
+  // nearest. What the formulas leave out (waking lanes, scheduling, caches) depends on the size, as NCCL's
+  // tuner carries a base latency and a bandwidth efficiency per algorithm. paro_cc's lanes on threads and
+  // inline are two schedules that the formulas miss by different factors, so each has its own.
   using Correction = std::vector<std::pair<double, double>>;  // (full-buffer bytes, ratio), by bytes
-  std::map<std::pair<Collective, Algorithm>, Correction> corrections;
+  struct CorrectionKey {
+    Collective collective;
+    Algorithm algorithm;
+    bool lanes_inline = false;
+    friend bool operator<(const CorrectionKey& a, const CorrectionKey& b) {
+      return std::tie(a.collective, a.algorithm, a.lanes_inline) < std::tie(b.collective, b.algorithm, b.lanes_inline);
+    }
+  };
+  std::map<CorrectionKey, Correction> corrections;
   // How far predictions may be off (a fraction; a calibration measures it): algorithms predicted within it
   // of the fastest are told apart by their predictions at the neighbouring sizes (AlgorithmList::decide).
   double model_error = 0.05;
   std::string source = "default preset";
 
-  double correction(Collective c, Algorithm a, double bytes) const {
-    auto it = corrections.find({c, a});
+  double correction(Collective c, Algorithm a, double bytes, bool lanes_inline = false) const {
+    auto it = corrections.find({c, a, lanes_inline});
     if (it == corrections.end() || it->second.empty()) return 1;
     const Correction& k = it->second;
     if (bytes <= k.front().first) return k.front().second;
@@ -445,8 +455,8 @@ class CostModel {
 
   // paro_cc (overlap) and paro_seq: the levels' schedules, or one flat level where the scope has none.
   // paro_cc's lanes run on threads or inline as the shape allows; where it allows both, whichever is
-  // predicted faster: inline pays no lane start and no hand-over between threads, which small calls
-  // cannot hide, but it has no pipeline.
+  // predicted faster, each with its measured correction: inline pays no lane start and no hand-over
+  // between threads, which small calls cannot hide, but it has no pipeline.
   Prediction paro(Collective c, double N, const CostShape& s, bool overlap) const {
     if (!s.hierarchical()) return {flat_level(c, N, s.ranks, flat_link(s)), 0};
     const double block = N / s.ranks;
@@ -461,7 +471,11 @@ class CostModel {
     const Prediction threaded = levels(Overlap::threads);
     if (s.lanes == LaneChoice::threads) return threaded;
     const Prediction inline_prediction = inline_lanes(c, s, block);
-    return inline_prediction.time_us < threaded.time_us ? inline_prediction : threaded;
+    // Compared as measured: a calibration corrects the two schedules apart.
+    auto measured = [&](const Prediction& p) {
+      return p.time_us * l_.correction(c, Algorithm::paro_cc, N, p.lanes_inline);
+    };
+    return measured(inline_prediction) < measured(threaded) ? inline_prediction : threaded;
   }
 
   // paro_cc on the caller's thread: each level exchanges all its shards at once (together), or the rail

@@ -11,6 +11,7 @@
 //   {"intra": {"gbps": 20, "latency_us": 1}, "inter": {"gbps": 2, "latency_us": 10}, "nic": "shared",
 //    "step_us": 12, "lane_us": 40, "reduce_gbps": 30, "copy_gbps": 60, "model_error": 0.05,
 //    "corrections": {"all_reduce": {"ring": [[4096, 1.6], [1048576, 1.1]], ...}, ...}}      (a cost file)
+// A correction of paro_cc with its lanes inline is named "paro_cc/inline" (LinkModel::CorrectionKey).
 
 #include <algorithm>
 #include <cmath>
@@ -29,17 +30,21 @@
 
 namespace paro::algorithms {
 
+// In a cost file, what follows an algorithm's name in the correction of its inline lanes.
+inline constexpr const char* inline_suffix = "/inline";
+
 // The JSON form of a link model (a cost file); needs nlohmann-json.
 inline std::string to_json(const LinkModel& m) {
   std::string corrections;
   for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
     std::string per_algo;
     for (const auto& [key, k] : m.corrections)
-      if (key.first == c) {
+      if (key.collective == c) {
         std::string points;
         for (auto [bytes, ratio] : k)
           points += detail::concat(points.empty() ? "" : ", ", "[", static_cast<long long>(bytes), ", ", ratio, "]");
-        per_algo += detail::concat(per_algo.empty() ? "" : ", ", "\"", name_of(key.second), "\": [", points, "]");
+        per_algo += detail::concat(per_algo.empty() ? "" : ", ", "\"", name_of(key.algorithm),
+                                   key.lanes_inline ? inline_suffix : "", "\": [", points, "]");
       }
     if (!per_algo.empty())
       corrections += detail::concat(corrections.empty() ? "" : ", ", "\"", name_of(c), "\": {", per_algo, "}");
@@ -100,12 +105,17 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
         if (!algos.is_object()) fail("corrections." + coll, form);
         for (auto& [algo, points] : algos.items()) {
           const std::string where = "corrections." + coll + "." + algo;
+          const std::size_t slash = algo.find('/');
+          const bool lanes_inline = slash != std::string::npos;
           Algorithm a{};
           try {
-            a = BuiltinAlgorithms::parse(algo);
+            a = BuiltinAlgorithms::parse(algo.substr(0, slash));
           } catch (const Error& e) {
             fail(where, e.message());
           }
+          if (lanes_inline && (a != Algorithm::paro_cc || algo.substr(slash) != inline_suffix))
+            fail(where,
+                 detail::concat("only paro_cc's lanes run inline: the one name with a '/' is paro_cc", inline_suffix));
           if (!points.is_array()) fail(where, form);
           LinkModel::Correction k;
           for (const json& point : points) {
@@ -122,7 +132,7 @@ inline LinkModel parse_cost_file(const std::string& text, const std::string& pat
           for (std::size_t i = 1; i < k.size(); ++i)  // interpolation divides by the log of their ratio
             if (k[i].first == k[i - 1].first)
               fail(where, detail::concat("two points at ", k[i].first, " bytes; give each size once"));
-          m.corrections[{c, a}] = k;
+          m.corrections[{c, a, lanes_inline}] = k;
         }
       }
     } else if (key == "model_error") {

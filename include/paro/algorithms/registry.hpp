@@ -145,7 +145,8 @@ struct AlgorithmList {
     throw UsageError(paro::detail::concat("unknown algorithm '", s, "'; allowed: ", names()));
   }
 
-  // The formula alone, without the model's measured corrections.
+  // The formula alone, without the model's measured corrections (but for paro_cc's choice of lanes, which
+  // compares its two schedules as measured).
   static Prediction formula(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) {
     if (s.ranks <= 1) return {m.links().step_us, 0};
     Prediction p;
@@ -156,7 +157,7 @@ struct AlgorithmList {
 
   static Prediction predict(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) {
     Prediction p = formula(m, a, c, full_bytes, s);
-    p.time_us *= m.links().correction(c, a, static_cast<double>(full_bytes));
+    p.time_us *= m.links().correction(c, a, static_cast<double>(full_bytes), p.lanes_inline);
     return p;
   }
 
@@ -185,8 +186,9 @@ struct AlgorithmList {
       using D = decltype(descriptor);
       if (D::family == Family::native || !algorithms::implements<D>(c)) return;
       if (D::family == Family::hierarchical && !s.hierarchical()) return;
-      d.candidates[d.count++] = {D::id, predict(m, D::id, c, full_bytes, s),
-                                 m.links().correction(c, D::id, static_cast<double>(full_bytes))};
+      const Prediction p = predict(m, D::id, c, full_bytes, s);
+      d.candidates[d.count++] = {D::id, p,
+                                 m.links().correction(c, D::id, static_cast<double>(full_bytes), p.lanes_inline)};
     };
     (consider(Descriptors{}), ...);
     paro::detail::require(d.count > 0, paro::name_of(c), ": no registered algorithm implements it");

@@ -5,11 +5,14 @@
 // shared NIC is seen shared), local reduction and copy throughput with every rank busy, and the cost of
 // starting lanes. Then every (collective, algorithm) at every 4x from 1 KiB to 16 MiB, in rounds that
 // time every algorithm of a size once each, in an order that rotates from round to round, so that the
-// machine's slow moments fall on all of them; the fit takes each point's median over the rounds. paro_cc
-// runs the schedule its model gives it (pipeline chunk, lanes on threads or inline, inline lanes together
-// or not), so where the fitted model gives another schedule than the one a point was timed with, the
-// point is timed again under the fit and the fit redone. The result's model is what a cost file holds
-// (algorithms::to_json writes it; PARO_COST_FILE reads it back).
+// machine's slow moments fall on all of them; the fit takes each point's median over the rounds. Where
+// paro_cc's lanes may run on threads or inline, it is timed both ways at every size: the two schedules
+// miss their formulas by different factors (inline has no pipeline), the lane start is fitted from the
+// threads, and the model then chooses between them as measured. Otherwise paro_cc runs the schedule its
+// model gives it (pipeline chunk, inline lanes together or not), so where the fitted model gives another
+// schedule than the one a point was timed with, the point is timed again under the fit and the fit
+// redone. The result's model is what a cost file holds (algorithms::to_json writes it; PARO_COST_FILE
+// reads it back).
 //
 //   paro::algorithms::FitReport fit = paro::calibrate(comm);   // collective: every rank calls it
 //   if (fit.better_than_before()) write(paro::algorithms::to_json(fit.model));
@@ -99,7 +102,14 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
     int repeats = 1;
   };
   const int n = comm.size();
-  const algorithms::CostShape& shape = comm.shape(Scope::global);
+  const algorithms::CostShape shape = comm.shape(Scope::global);  // a copy: set_lanes changes comm's
+  const algorithms::LaneChoice tuned_lanes = comm.tuning().lanes;
+  const bool both_lanes = shape.lanes == algorithms::LaneChoice::faster && shape.hierarchical();
+  // The lanes a point runs on (only paro_cc's depend on them): where both are allowed, the point's own.
+  auto lanes_of = [&](const algorithms::Timing& t) {
+    if (!both_lanes || t.algorithm != Algorithm::paro_cc) return tuned_lanes;
+    return t.schedule.lanes_inline ? algorithms::LaneChoice::inline_only : algorithms::LaneChoice::threads;
+  };
   std::vector<algorithms::Timing> timings;
   std::vector<std::vector<Point>> by_size;
   for (std::size_t full_bytes = std::size_t{1} << 10; full_bytes <= (std::size_t{1} << 24); full_bytes *= 4) {
@@ -111,9 +121,13 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
             coll == Collective::all_reduce ? full_bytes / 4 : full_bytes / 4 / static_cast<std::size_t>(n);
         const BufferShape buffers = buffer_shape(coll, count, n, comm.rank());
         const double measured_bytes = static_cast<double>(count * 4 * (coll == Collective::all_reduce ? 1 : n));
-        by_size.back().push_back(
-            {timings.size(), count, std::vector<float>(buffers.in), std::vector<float>(buffers.out)});
-        timings.push_back({coll, algo, measured_bytes, {}, {}});
+        std::vector<bool> lanes_inline{shape.lanes == algorithms::LaneChoice::inline_only};
+        if (both_lanes && algo == Algorithm::paro_cc) lanes_inline = {false, true};
+        for (bool on_caller : lanes_inline) {
+          by_size.back().push_back(
+              {timings.size(), count, std::vector<float>(buffers.in), std::vector<float>(buffers.out)});
+          timings.push_back({coll, algo, measured_bytes, {}, {0, on_caller, false}});
+        }
       }
   }
   // Times the points `redo` picks under `links`, which decide their schedules (planned_schedule).
@@ -130,8 +144,12 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
                           {t.algorithm});
         };
       };
+      auto timed_on_its_lanes = [&](Point* p, int repeats) {
+        comm.set_lanes(lanes_of(timings[p->timing]));
+        return timed(repeats, call(p));
+      };
       for (Point* p : todo) {
-        p->repeats = static_cast<int>(std::clamp(20e3 / std::max(1.0, timed(1, call(p))), 2.0, 200.0));
+        p->repeats = static_cast<int>(std::clamp(20e3 / std::max(1.0, timed_on_its_lanes(p, 1)), 2.0, 200.0));
         timings[p->timing].runs_us.clear();
         timings[p->timing].schedule =
             algorithms::planned_schedule<Registry>(comm.cost_model(), shape, timings[p->timing]);
@@ -139,9 +157,10 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
       for (int round = 0; round < rounds; ++round)
         for (std::size_t k = 0; k < todo.size(); ++k) {
           Point* p = todo[(k + static_cast<std::size_t>(round) * 7) % todo.size()];
-          timings[p->timing].runs_us.push_back(timed(p->repeats, call(p)));
+          timings[p->timing].runs_us.push_back(timed_on_its_lanes(p, p->repeats));
         }
     }
+    comm.set_lanes(tuned_lanes);
   };
   time_points(m, [](const algorithms::Timing&) { return true; });
   algorithms::FitReport fit = algorithms::fit_cost_model<Registry>(m, in_use, shape, timings);

@@ -83,6 +83,9 @@ class Scopes {
   }
 
   const algorithms::CostShape& shape(Scope s) const { return shapes_[index(s)]; }
+  void set_lanes(algorithms::LaneChoice lanes) {
+    for (algorithms::CostShape& shape : shapes_) shape.lanes = lanes;
+  }
 
   // Collective over the scope (its transport: `scoped`) at its first use: the hierarchical algorithms'
   // sub-communicators.
