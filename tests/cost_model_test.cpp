@@ -535,8 +535,9 @@ TEST(Calibration, OneThreeTimesSlowSizeChangesNoPick) {
   ASSERT_GT(std::set<Algorithm>(want.begin(), want.end()).size(), 1u) << "the picks must vary with the size";
   // In the middle of the calibrated sizes; next to either end, where the line through the two inner sizes
   // stands in for the end's missing neighbour (a spike at 4 MiB once made the 16 MiB correction, held for
-  // every larger size); and at the largest, whose correction used to be held for every larger size.
-  for (std::size_t at : {std::size_t{1} << 12, std::size_t{1} << 20, std::size_t{1} << 22, std::size_t{1} << 24}) {
+  // every larger size); and at either end, whose correction is held for every size beyond.
+  for (std::size_t at :
+       {std::size_t{1} << 10, std::size_t{1} << 12, std::size_t{1} << 20, std::size_t{1} << 22, std::size_t{1} << 24}) {
     const auto spiked = fit(synthetic_timings(3, at));
     EXPECT_EQ(moved_picks(clean.model, spiked.model), std::vector<std::string>{}) << "spike at " << at;
     for (double bytes : {at / 4.0, static_cast<double>(at), at * 4.0})
@@ -561,6 +562,26 @@ TEST(Calibration, AnEndKeepsItsOwnConsistentDeviation) {
   const auto r = fit(timings);
   for (double bytes : {16.0 * (1 << 20), 256.0 * (1 << 20)})
     EXPECT_NEAR(r.model.correction(Collective::reduce_scatter, Algorithm::paro_cc, bytes), 0.89, 0.03) << bytes;
+}
+
+TEST(Calibration, TheSmallestSizeKeepsAFastMeasurement) {
+  // Ring's reduce-scatter measures a third of its formula at 1 KiB and 0.8x at 4 KiB (a per-call overhead
+  // the joint fit misses), every run alike. The line through the inner sizes would hold the 1 KiB
+  // correction near 0.8 and the pick on another algorithm; a busy machine cannot make a call fast, so the
+  // smallest size keeps what it measured, and ring, now the fastest there, is picked.
+  auto timings = synthetic_timings();
+  for (auto& t : timings)
+    if (t.collective == Collective::reduce_scatter && t.algorithm == Algorithm::ring)
+      for (double& run : t.runs_us) run *= t.bytes == 1024 ? 0.33 : t.bytes == 4096 ? 0.8 : 1;
+  const auto r = fit(timings);
+  EXPECT_NEAR(r.model.correction(Collective::reduce_scatter, Algorithm::ring, 1024), 0.33, 0.05);
+  EXPECT_NEAR(r.model.correction(Collective::reduce_scatter, Algorithm::ring, 256), 0.33, 0.05) << "held below";
+  const auto pick_at_1k = [](const LinkModel& links) {
+    return Builtin::best(CostModel(links, links), Collective::reduce_scatter, 1024, two_by_four()).algorithm;
+  };
+  EXPECT_EQ(pick_at_1k(r.model), Algorithm::ring);
+  EXPECT_NE(pick_at_1k(fit(synthetic_timings()).model), Algorithm::ring)
+      << "without the fast 1 KiB, ring is not picked";
 }
 
 // Where paro_cc's lanes may run inline or on threads, each point is predicted on the lanes it ran on:

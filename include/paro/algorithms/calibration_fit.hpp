@@ -8,8 +8,9 @@
 //   3. what the fitted formulas still miss becomes a correction per (collective, algorithm; paro_cc's
 //      lanes on threads and inline apart) only where the data agree: the residuals are smoothed by a
 //      median of three neighbouring sizes (one odd size cannot make one; an end against the line through
-//      its inner neighbours' medians, and no further from 1 than its own measurement), set to 1 where
-//      within the noise, and bounded to [1/3, 3]; beyond the calibrated sizes the nearest holds
+//      its inner neighbours' medians, and no further from 1 than its own measurement; the smallest size
+//      as measured where faster than its formula), set to 1 where within the noise, and bounded to
+//      [1/3, 3]; beyond the calibrated sizes the nearest holds
 //      (LinkModel::correction);
 //   4. the report says how well the model before, the fitted links, and the links with corrections
 //      predict the measurements; the caller refuses a fit that predicts worse than the model before.
@@ -206,7 +207,10 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
       // At an end, the missing neighbour is the line through the two inner sizes' medians, so that a
       // trend reaches the end and a lone deviation there does not, nor one next to it (which would point
       // the line). An end then goes no further from 1 than its own measurement: its correction holds for
-      // every size beyond.
+      // every size beyond. The smallest size keeps its own measurement where that is faster than its
+      // formula: a busy machine slows a call but cannot speed one up, so a fast point there is no spike,
+      // and its time is the per-call overhead that the joint fit, driven by the larger sizes, misses
+      // (ring's reduce-scatter at 1 KiB measured a third of its formula in every calibration here).
       double smooth = residual[i];
       if (n >= 3) {
         const bool end = i == 0 || i == n - 1;
@@ -214,6 +218,7 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
         const double other = end ? 2 * inner(a) - inner(b) : residual[b];
         smooth = median({residual[a], residual[i], other});
         if (end) smooth = std::clamp(smooth, std::min(0.0, residual[i]), std::max(0.0, residual[i]));
+        if (i == 0 && residual[i] < 0) smooth = residual[i];
       } else if (n == 2) {
         smooth = (residual[0] + residual[1]) / 2;
       }
