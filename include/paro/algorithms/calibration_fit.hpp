@@ -6,12 +6,12 @@
 //      jointly to every point at once, minimising the mean |log(predicted / measured)|: an absolute error,
 //      so that one 3x spike moves the fit no more than any other point does;
 //   3. what the fitted formulas still miss becomes a correction per (collective, algorithm; paro_cc's
-//      lanes on threads and inline apart) only where the data agree: the residuals are smoothed by a
-//      median of three neighbouring sizes (one odd size cannot make one; an end against the line through
-//      its inner neighbours' medians, and no further from 1 than its own measurement; the smallest size
-//      as measured where faster than its formula), set to 1 where within the noise, and bounded to
-//      [1/3, 3]; beyond the calibrated sizes the nearest holds
-//      (LinkModel::correction);
+//      lanes on threads and inline apart) only where the data agree: a size more than 2x off the median
+//      of three neighbouring sizes is a spike and takes that median (one odd size cannot make one; an end
+//      is always taken against the line through its inner neighbours' medians, and no further from 1 than
+//      its own measurement; the smallest size as measured where faster than its formula), a residual
+//      within the noise is 1, and corrections are bounded to [1/3, 3]; beyond the calibrated sizes the
+//      nearest holds (LinkModel::correction);
 //   4. the report says how well the model before, the fitted links, and the links with corrections
 //      predict the measurements; the caller refuses a fit that predicts worse than the model before.
 
@@ -109,6 +109,8 @@ inline std::array<Parameter, 8> parameters(LinkModel& m) {
 inline constexpr double max_correction = 3;
 // Residuals within max(this, 2 x a point's noise) are noise: no correction.
 inline constexpr double min_noise = 0.05;
+// A size whose residual is more than this factor off the median of it and its neighbours is a spike.
+inline constexpr double spike_factor = 2;
 
 // Fits a link model to the timings on a scope of `shape`, starting from whichever of `start` (direct
 // measurements) and in_use's links (the model in use; the report compares against it) predicts them
@@ -211,12 +213,18 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
       // formula: a busy machine slows a call but cannot speed one up, so a fast point there is no spike,
       // and its time is the per-call overhead that the joint fit, driven by the larger sizes, misses
       // (ring's reduce-scatter at 1 KiB measured a third of its formula in every calibration here).
+      //   A size inside keeps its own residual unless that is more than spike_factor off the median: the
+      // rounds interleave the algorithms, so a busy moment slows them all alike, and one algorithm's
+      // consistent step between two sizes is its own (tree's reduce-scatter on the emulated 3-level
+      // cluster measured 2.0-2.3x its formula at 4 KiB and 1.5-1.9x at 16 KiB in four calibrations of four;
+      // taken at the median it was picked at 4 KiB in three of them and ran 1.37-1.54x ring's time).
       double smooth = residual[i];
       if (n >= 3) {
         const bool end = i == 0 || i == n - 1;
         const std::size_t a = i == 0 ? 1 : i == n - 1 ? n - 2 : i - 1, b = i == 0 ? 2 : i == n - 1 ? n - 3 : i + 1;
         const double other = end ? 2 * inner(a) - inner(b) : residual[b];
         smooth = median({residual[a], residual[i], other});
+        if (!end && std::abs(residual[i] - smooth) <= std::log(spike_factor)) smooth = residual[i];
         if (end) smooth = std::clamp(smooth, std::min(0.0, residual[i]), std::max(0.0, residual[i]));
         if (i == 0 && residual[i] < 0) smooth = residual[i];
       } else if (n == 2) {
