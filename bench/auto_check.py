@@ -3,7 +3,7 @@
 automatic picked (auto_pick) against the fastest measured one (out-of-place rows). Prints a markdown table
 and the sizes where the pick was more than --tolerance slower. Exit status 1 if any was.
 
-    python3 bench/auto_check.py results/emulated-small.json results/emulated-large.json
+    python3 bench/auto_check.py results/emulated-small.json results/emulated-medium.json results/emulated-large.json
 """
 import argparse
 import collections
