@@ -36,17 +36,19 @@ echo "== 3. sweep 1 KiB .. $largest"
 # 1 MiB 5 rounds of 8 calls; 4 and 16 MiB 3 rounds of 2; from 64 MiB, where one call takes 0.1-1 s, one
 # round of 2.
 largest_bytes=$(numfmt --from=iec "$largest")
-sweep() {  # sweep <json> <from> <to> paro-bench options...
-  local json=$1 from=$2 to=$3
+sweep() {  # sweep <json> <from> <to> paro-bench options...: the part of from..to up to the largest size
+  local json=$1 from=$2 to
+  to=$(numfmt --from=iec "$3")
   shift 3
   if (($(numfmt --from=iec "$from") <= largest_bytes)); then
     sweeps+=("$json")
-    bench --coll all --algo all -b "$from" -e "$to" -f 4 --json "$json" "$@" || status=1
+    bench --coll all --algo all -b "$from" -e $((to < largest_bytes ? to : largest_bytes)) -f 4 --json "$json" "$@" ||
+      status=1
   fi
 }
 sweeps=()
-sweep "$out/emulated-small.json" 1K $((largest_bytes < 1 << 20 ? largest_bytes : 1 << 20)) -n 8 -w 2 --rounds 5 "$@"
-sweep "$out/emulated-medium.json" 4M $((largest_bytes < 16 << 20 ? largest_bytes : 16 << 20)) -n 2 -w 1 --rounds 3 "$@"
+sweep "$out/emulated-small.json" 1K 1M -n 8 -w 2 --rounds 5 "$@"
+sweep "$out/emulated-medium.json" 4M 16M -n 2 -w 1 --rounds 3 "$@"
 sweep "$out/emulated-large.json" 64M "$largest" -n 2 -w 1 "$@"
 /usr/bin/python3 bench/auto_check.py "${sweeps[@]}" | tee "$out/auto-check.md" || true
 

@@ -455,6 +455,11 @@ LinkModel true_links() {
   return m;
 }
 
+// The algorithms the cost model predicts for c (native is never modelled).
+bool modelled(Algorithm a, Collective c) {
+  return Builtin::family(a) != paro::algorithms::Family::native && Builtin::implements(a, c);
+}
+
 std::vector<paro::algorithms::Timing> synthetic_timings(double spike = 1, std::size_t spike_bytes = 0) {
   const CostModel truth(true_links(), true_links());
   std::vector<paro::algorithms::Timing> out;
@@ -462,7 +467,7 @@ std::vector<paro::algorithms::Timing> synthetic_timings(double spike = 1, std::s
   for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 24); bytes *= 4)
     for (Collective c : paro::all_collectives)
       for (Algorithm a : Builtin::ids) {
-        if (Builtin::family(a) == paro::algorithms::Family::native || !Builtin::implements(a, c)) continue;
+        if (!modelled(a, c)) continue;
         double t = Builtin::formula(truth, a, c, bytes, two_by_four()).time_us * (a == Algorithm::tree ? 1.3 : 1);
         // The spike: every run of one point 3x slow, as one busy moment of the machine would make it.
         if (c == Collective::reduce_scatter && a == Algorithm::paro_cc && bytes == spike_bytes) t *= spike;
@@ -564,8 +569,8 @@ TEST(Calibration, AConsistentStepAtOneSizeIsKept) {
     picked = Builtin::best(clean_model, Collective::reduce_scatter, bytes, two_by_four()).algorithm;
     const double pick_us =
         Builtin::predict(clean_model, picked, Collective::reduce_scatter, bytes, two_by_four()).time_us;
-    for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc})
-      if (a != picked &&
+    for (Algorithm a : Builtin::ids)
+      if (a != picked && modelled(a, Collective::reduce_scatter) &&
           Builtin::predict(clean_model, a, Collective::reduce_scatter, bytes, two_by_four()).time_us < 1.5 * pick_us)
         at = bytes;
   }

@@ -206,29 +206,28 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
       return j == 0 || j + 1 == n ? residual[j] : median({residual[j - 1], residual[j], residual[j + 1]});
     };
     for (std::size_t i = 0; i < n; ++i) {
-      // At an end, the missing neighbour is the line through the two inner sizes' medians, so that a
-      // trend reaches the end and a lone deviation there does not, nor one next to it (which would point
-      // the line). An end then goes no further from 1 than its own measurement: its correction holds for
-      // every size beyond. The smallest size keeps its own measurement where that is faster than its
-      // formula: a busy machine slows a call but cannot speed one up, so a fast point there is no spike,
-      // and its time is the per-call overhead that the joint fit, driven by the larger sizes, misses
-      // (ring's reduce-scatter at 1 KiB measured a third of its formula in every calibration here).
-      //   A size inside keeps its own residual unless that is more than spike_factor off the median: the
-      // rounds interleave the algorithms, so a busy moment slows them all alike, and one algorithm's
-      // consistent step between two sizes is its own (tree's reduce-scatter on the emulated 3-level
-      // cluster measured 2.0-2.3x its formula at 4 KiB and 1.5-1.9x at 16 KiB in four calibrations of four;
-      // taken at the median it was picked at 4 KiB in three of them and ran 1.37-1.54x ring's time).
       double smooth = residual[i];
-      if (n >= 3) {
-        const bool end = i == 0 || i == n - 1;
-        const std::size_t a = i == 0 ? 1 : i == n - 1 ? n - 2 : i - 1, b = i == 0 ? 2 : i == n - 1 ? n - 3 : i + 1;
-        const double other = end ? 2 * inner(a) - inner(b) : residual[b];
-        smooth = median({residual[a], residual[i], other});
-        if (!end && std::abs(residual[i] - smooth) <= std::log(spike_factor)) smooth = residual[i];
-        if (end) smooth = std::clamp(smooth, std::min(0.0, residual[i]), std::max(0.0, residual[i]));
-        if (i == 0 && residual[i] < 0) smooth = residual[i];
-      } else if (n == 2) {
+      if (n == 2) {
         smooth = (residual[0] + residual[1]) / 2;
+      } else if (n >= 3 && i > 0 && i + 1 < n) {
+        // A size inside keeps its own residual unless that is more than spike_factor off the median: the
+        // rounds interleave the algorithms, so a busy moment slows them all alike, and one algorithm's
+        // consistent step between two sizes is its own (tree's reduce-scatter on the emulated 3-level
+        // cluster measured 2.0-2.3x its formula at 4 KiB and 1.5-1.9x at 16 KiB in four calibrations of
+        // four; taken at the median it was picked at 4 KiB in three of them and ran 1.37-1.54x ring's time).
+        if (std::abs(residual[i] - inner(i)) > std::log(spike_factor)) smooth = inner(i);
+      } else if (n >= 3) {
+        // At an end, the missing neighbour is the line through the two inner sizes' medians, so that a
+        // trend reaches the end and a lone deviation there does not, nor one next to it (which would point
+        // the line). An end then goes no further from 1 than its own measurement: its correction holds for
+        // every size beyond. The smallest size keeps its own measurement where that is faster than its
+        // formula: a busy machine slows a call but cannot speed one up, so a fast point there is no spike,
+        // and its time is the per-call overhead that the joint fit, driven by the larger sizes, misses
+        // (ring's reduce-scatter at 1 KiB measured a third of its formula in every calibration here).
+        const std::size_t a = i == 0 ? 1 : n - 2, b = i == 0 ? 2 : n - 3;
+        smooth = median({residual[a], residual[i], 2 * inner(a) - inner(b)});
+        smooth = std::clamp(smooth, std::min(0.0, residual[i]), std::max(0.0, residual[i]));
+        if (i == 0 && residual[i] < 0) smooth = residual[i];
       }
       const double noise = std::max(min_noise, 2 * points[i]->noise);
       double c = std::abs(smooth) <= std::log1p(noise) ? 0 : smooth;
