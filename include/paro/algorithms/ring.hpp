@@ -26,7 +26,7 @@ namespace paro::algorithms {
 
 struct RingParams {
   std::size_t chunk_bytes = std::size_t{1} << 20;
-  std::size_t window = 4;
+  std::size_t window = CostModel::default_ring_window;
 };
 
 namespace ring_detail {
@@ -72,8 +72,10 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, 
   const std::size_t window = std::min(params.window, items);
   // A received chunk is reduced in its slot and sent on from there. The right neighbour takes it only
   // once it has worked through `chunks` more items, so a slot may be refilled no sooner: waiting earlier
-  // for the send would deadlock whenever chunks >= window.
-  const std::size_t slot_count = std::min(items, window + plan.chunks);
+  // for the send would deadlock whenever chunks >= window. Another `window` slots keep as many sends in
+  // flight as receives where a send completes only once its receiver has it (MPI above its eager limit):
+  // with fewer, every refill waited for the send before last, and a slow hop ran two messages at a time.
+  const std::size_t slot_count = std::min(items, 2 * window + plan.chunks);
   const std::size_t slot_bytes = plan.max_piece(layout.max_count()) * esize;
   auto slots = t.allocate(slot_count * slot_bytes);
   auto slot = [&](std::size_t item) { return slots.data() + (item % slot_count) * slot_bytes; };
