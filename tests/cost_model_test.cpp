@@ -147,13 +147,42 @@ TEST(Predictions, ARingPaysItsHopsLatenciesAndItsSlowestHopsRate) {
   const CostModel model(links, links);
   CostShape s = two_by_four();
   s.ring_inter_hops = 2;  // 3 -> 4 and 7 -> 0 leave a node
-  EXPECT_DOUBLE_EQ(model.ring_link(s).alpha, 0.75 * 1 + 0.25 * 9);
-  EXPECT_DOUBLE_EQ(model.ring_link(s).beta, 8e-3 / 2);
+  EXPECT_DOUBLE_EQ(model.ring_link(s).mean.alpha, 0.75 * 1 + 0.25 * 9);
+  EXPECT_DOUBLE_EQ(model.ring_link(s).mean.beta, 0.75 * 8e-3 / 20 + 0.25 * 8e-3 / 2);
+  EXPECT_DOUBLE_EQ(model.ring_link(s).slowest.beta, 8e-3 / 2);
+  // A large block: the slow hop's crossing sets every step (the mean hop takes a third of it).
+  const double block = 1 << 20;
+  EXPECT_NEAR(model.flat_ring(Collective::all_gather, 8 * block, 8, model.ring_link(s)), 7 * (9 + block * 4e-3), 1e-6);
   // The tree's short steps stay in the node: cheaper than every step on the NIC.
   CostShape everywhere_inter = s;
   everywhere_inter.ring_inter_hops = 8;
   EXPECT_LT(model.flat_tree(Collective::all_gather, 1 << 20, 8, s),
             model.flat_tree(Collective::all_gather, 1 << 20, 8, everywhere_inter));
+}
+
+// Nodes of 8: one hop in 8 leaves a node. With small blocks the ring moves at most `window` of them per
+// crossing of the slow hop (a message moves once its receive is posted), not at the hops' mean latency;
+// a wider window is faster, and one block at a time pays the whole crossing every step.
+TEST(Predictions, ARingWithFewSlowHopsKeepsWindowBlocksOnTheSlowHop) {
+  LinkModel links = slow_nic(paro::NicModel::per_rank);
+  links.intra = {1000, 1};
+  links.inter = {1000, 41};
+  links.step_us = 0;
+  CostShape s;
+  s.ranks = 16;
+  s.nodes = 2;
+  s.ranks_per_node = 8;
+  s.ring_inter_hops = 2;
+  s.ring_nic_flows = 1;
+  const double block = 8, tiny = block * 8e-3 / 1000;  // a block's transfer on either link
+  auto ring_step = [&](std::size_t window) {
+    const CostModel model(links, links, CostModel::default_direct_max_bytes, window);
+    return model.flat_ring(Collective::all_gather, 16 * block, 16, model.ring_link(s)) / 15;
+  };
+  const double crossing = 41 + tiny, mean = (14 * 1 + 2 * 41) / 16.0 + tiny;
+  EXPECT_NEAR(ring_step(4), std::hypot(tiny, crossing / 4), 1e-9);
+  EXPECT_NEAR(ring_step(16), mean, 1e-9);
+  EXPECT_NEAR(ring_step(1), crossing, 1e-9);
 }
 
 // The pod uplink slows only what crosses pods: the rail between pods, not the rails inside one, and a flat
@@ -170,7 +199,7 @@ TEST(Predictions, OnlyWhatCrossesPodsTakesTheUplink) {
   EXPECT_DOUBLE_EQ(model.rail_hop(s, 0).beta, 8e-3 / 0.5) << "every rank crosses: a NIC's share of the uplink";
   EXPECT_DOUBLE_EQ(model.rail_hop(s, 0).alpha, 3 + 2);
   EXPECT_DOUBLE_EQ(model.rail_hop(s, 1).beta, 8e-3 / 2) << "inside the pod: the NIC";
-  EXPECT_DOUBLE_EQ(model.ring_link(s).beta, 8e-3 / 2) << "one flow leaves each pod: the NIC is the limit";
+  EXPECT_DOUBLE_EQ(model.ring_link(s).slowest.beta, 8e-3 / 2) << "one flow leaves each pod: the NIC is the limit";
 }
 
 TEST(Choice, HierarchicalOverlapWinsLargeMessagesOnSlowLinks) {

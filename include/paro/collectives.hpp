@@ -93,7 +93,8 @@ class Communicator {
         groups_(Groups::make(checked(topology_), config.group)),
         grouping_(config.group),
         cost_(algorithms::link_model_for(topology_, tuning_.cost_file, tuning_.links_preset),
-              algorithms::link_model_for(topology_, std::nullopt, tuning_.links_preset), tuning_.direct_max_bytes),
+              algorithms::link_model_for(topology_, std::nullopt, tuning_.links_preset), tuning_.direct_max_bytes,
+              tuning_.ring.window),
         scopes_(t_, topology_, groups_, cost_.bound_links().nic, lane_choice(t_)) {
     if (groups_.uneven())
       log::info(rank(), "grouping by ", grouping_.describe(), ": groups of different sizes (",

@@ -178,11 +178,17 @@ class CostModel {
   // Blocks up to this size are exchanged directly inside paro_cc's levels (PARO_DIRECT_MAX): about where
   // a message's latency and its transfer time are equal on NVLink/InfiniBand/Ethernet-class links.
   static constexpr std::size_t default_direct_max_bytes = std::size_t{256} << 10;
+  // Receives a ring keeps posted (PARO_RING_WINDOW, ring.hpp).
+  static constexpr std::size_t default_ring_window = 4;
 
   CostModel() = default;
   // bound_links: the links the lower bound is computed on (the topology's own, where known).
-  CostModel(LinkModel links, LinkModel bound_links, std::size_t direct_max_bytes = default_direct_max_bytes)
-      : l_(std::move(links)), bound_(std::move(bound_links)), direct_max_(static_cast<double>(direct_max_bytes)) {}
+  CostModel(LinkModel links, LinkModel bound_links, std::size_t direct_max_bytes = default_direct_max_bytes,
+            std::size_t ring_window = default_ring_window)
+      : l_(std::move(links)),
+        bound_(std::move(bound_links)),
+        direct_max_(static_cast<double>(direct_max_bytes)),
+        ring_window_(static_cast<double>(std::max<std::size_t>(ring_window, 1))) {}
   const LinkModel& links() const { return l_; }
   const LinkModel& bound_links() const { return bound_; }
   // This model on other links, with its bound and direct threshold.
@@ -241,6 +247,11 @@ class CostModel {
   struct Hop {
     double alpha, beta;  // per message (us), per byte (us)
   };
+  // A ring whose hops differ (a flat ring over nodes): every block crosses each hop in turn (their mean),
+  // and the slowest hop carries every block.
+  struct RingHops {
+    Hop mean, slowest;
+  };
 
   // A message inside a node, or leaving it with `flows` messages through its NIC at once. One that also
   // crosses pods takes the pod uplink's latency and, with `pod_flows` messages leaving the pod at once,
@@ -262,26 +273,37 @@ class CostModel {
   Hop flat_link(const CostShape& s) const {
     return hop(s.ring_nic_flows > 0, s.ring_nic_flows, s.ring_pod_hops > 0 ? &s : nullptr, s.ring_pod_flows);
   }
-  // A flat ring's step: a block travels every hop of the ring in turn, so the latency is the hops' mean
-  // (most stay in a node); the pipeline runs at the slowest hop's rate.
-  Hop ring_link(const CostShape& s) const {
+  // A flat scope's ring: most of its hops stay in a node.
+  RingHops ring_link(const CostShape& s) const {
     const Hop slowest = flat_link(s);
-    if (s.ring_nic_flows <= 0 || s.ring_inter_hops <= 0) return slowest;
+    if (s.ring_nic_flows <= 0 || s.ring_inter_hops <= 0) return {slowest, slowest};
     const double n = std::max(1, s.ranks), inter = s.ring_inter_hops / n, pods = s.ring_pod_hops / n;
-    const double alpha =
-        (1 - inter) * hop(false, 0).alpha + (inter - pods) * hop(true, s.ring_nic_flows).alpha + pods * slowest.alpha;
-    return {alpha, slowest.beta};
+    const Hop in_node = hop(false, 0), leaving = hop(true, s.ring_nic_flows);
+    auto mean = [&](double Hop::*term) {
+      return (1 - inter) * in_node.*term + (inter - pods) * leaving.*term + pods * slowest.*term;
+    };
+    return {{mean(&Hop::alpha), mean(&Hop::beta)}, slowest};
   }
   double reduce_us(double bytes) const { return bytes * 8e-3 / l_.reduce_gbps; }
   double copy_us(double bytes) const { return bytes * 8e-3 / l_.copy_gbps; }
   double barrier_us(int n) const { return std::ceil(std::log2(std::max(n, 2))) * (l_.step_us + l_.inter.latency_us); }
 
   // Ring over n ranks with full buffer N: all-gather and reduce-scatter take n-1 steps of N/n bytes.
-  double flat_ring(Collective c, double N, int n, Hop h) const {
+  double flat_ring(Collective c, double N, int n, const Hop& h) const { return flat_ring(c, N, n, RingHops{h, h}); }
+  // A step takes at least a block's crossing of the average hop (the block goes round the ring), and the
+  // slowest hop's pace: a message moves once its receive is posted (MPI's rendezvous, SMPI, NCCL's
+  // credits), and a ring keeps `window` posted, so that hop carries at most `window` blocks per crossing
+  // and at most one block per transfer time. Where the two are close the window's blocks arrive in bursts
+  // that share the link and neither hides the other: the root of their squares (within 11% of the
+  // simulated flat rings, docs/simulation.md), and never slower than one block at a time.
+  double flat_ring(Collective c, double N, int n, const RingHops& h) const {
     if (n <= 1) return l_.step_us;
     const double block = N / n, steps = n - 1;
-    const double rs = steps * (h.alpha + block * h.beta) + steps * reduce_us(block);
-    const double ag = steps * (h.alpha + block * h.beta);
+    const double transfer = block * h.slowest.beta, crossing = h.slowest.alpha + transfer;
+    const double pace = std::min(crossing, std::hypot(transfer, crossing / ring_window_));
+    const double step = std::max(h.mean.alpha + block * h.mean.beta, pace);
+    const double rs = steps * step + steps * reduce_us(block);
+    const double ag = steps * step;
     return c == Collective::all_gather ? ag : c == Collective::reduce_scatter ? rs : rs + ag;
   }
 
@@ -517,10 +539,12 @@ class CostModel {
     const int g = s.units[0], m = s.ranks / g;
     const Hop rail = rail_hop(s, 0);
     const bool unit_inter = s.units.size() > 1 ? true : s.leaf_inter;
-    Hop unit = hop(unit_inter, s.nic_flows);
+    const Hop unit_link = hop(unit_inter, s.nic_flows);
+    RingHops unit{unit_link, unit_link};
     if (unit_inter && s.ring_inter_hops > 0) {  // a unit's ring leaves a node as often as the scope's ring
       const double f = static_cast<double>(s.ring_inter_hops) / s.ranks;
-      unit.alpha = (1 - f) * hop(false, 0).alpha + f * unit.alpha;
+      const Hop in_node = hop(false, 0);
+      unit.mean = {(1 - f) * in_node.alpha + f * unit_link.alpha, (1 - f) * in_node.beta + f * unit_link.beta};
     }
     const double block = N / s.ranks;
     switch (c) {
@@ -538,6 +562,7 @@ class CostModel {
  private:
   LinkModel l_, bound_;
   double direct_max_ = static_cast<double>(default_direct_max_bytes);
+  double ring_window_ = static_cast<double>(default_ring_window);
 };
 
 }  // namespace paro::algorithms
