@@ -506,7 +506,7 @@ class CostModel {
   // shard, but the unit starts only when the rail is done: where the unit's links are not much faster
   // than the rail's (a NIC per rank), one shard at a time wins for large blocks. A reduce-scatter sends
   // the all-gather's messages in reverse, so it takes the same choice (its one-shard-at-a-time formula
-  // over-predicts by up to 25% on the simulated clusters, docs/simulation.md), and so does the all-reduce,
+  // over-predicts by up to 37% on the simulated clusters, docs/simulation.md), and so does the all-reduce,
   // its reduce-scatter then its all-gather. PARO_DIRECT_MAX=0 (rings only) rules out together.
   Prediction inline_lanes(Collective c, const CostShape& s, double block) const {
     auto one_at_a_time = [&](Collective k) { return pipelined(k, s, block, Overlap::inline_lanes).time_us; };
