@@ -294,7 +294,7 @@ class CostModel {
   // slowest hop's pace: a message moves once its receive is posted (MPI's rendezvous, SMPI, NCCL's
   // credits), and a ring keeps `window` posted, so that hop carries at most `window` blocks per crossing
   // and at most one block per transfer time. Where the two are close the window's blocks arrive in bursts
-  // that share the link and neither hides the other: the root of their squares (within 11% of the
+  // that share the link and neither hides the other: the root of their squares (within 12% of the
   // simulated flat rings, docs/simulation.md), and never slower than one block at a time.
   double flat_ring(Collective c, double N, int n, const RingHops& h) const {
     if (n <= 1) return l_.step_us;
