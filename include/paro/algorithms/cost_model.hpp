@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -252,6 +253,15 @@ class CostModel {
   struct RingHops {
     Hop mean, slowest;
   };
+  // The mean of hops taken in the given shares.
+  static Hop mean_hop(std::initializer_list<std::pair<double, Hop>> shares) {
+    Hop m{0, 0};
+    for (const auto& [share, h] : shares) {
+      m.alpha += share * h.alpha;
+      m.beta += share * h.beta;
+    }
+    return m;
+  }
 
   // A message inside a node, or leaving it with `flows` messages through its NIC at once. One that also
   // crosses pods takes the pod uplink's latency and, with `pod_flows` messages leaving the pod at once,
@@ -278,11 +288,8 @@ class CostModel {
     const Hop slowest = flat_link(s);
     if (s.ring_nic_flows <= 0 || s.ring_inter_hops <= 0) return {slowest, slowest};
     const double n = std::max(1, s.ranks), inter = s.ring_inter_hops / n, pods = s.ring_pod_hops / n;
-    const Hop in_node = hop(false, 0), leaving = hop(true, s.ring_nic_flows);
-    auto mean = [&](double Hop::*term) {
-      return (1 - inter) * in_node.*term + (inter - pods) * leaving.*term + pods * slowest.*term;
-    };
-    return {{mean(&Hop::alpha), mean(&Hop::beta)}, slowest};
+    return {mean_hop({{1 - inter, hop(false, 0)}, {inter - pods, hop(true, s.ring_nic_flows)}, {pods, slowest}}),
+            slowest};
   }
   double reduce_us(double bytes) const { return bytes * 8e-3 / l_.reduce_gbps; }
   double copy_us(double bytes) const { return bytes * 8e-3 / l_.copy_gbps; }
@@ -543,8 +550,7 @@ class CostModel {
     RingHops unit{unit_link, unit_link};
     if (unit_inter && s.ring_inter_hops > 0) {  // a unit's ring leaves a node as often as the scope's ring
       const double f = static_cast<double>(s.ring_inter_hops) / s.ranks;
-      const Hop in_node = hop(false, 0);
-      unit.mean = {(1 - f) * in_node.alpha + f * unit_link.alpha, (1 - f) * in_node.beta + f * unit_link.beta};
+      unit.mean = mean_hop({{1 - f, hop(false, 0)}, {f, unit_link}});
     }
     const double block = N / s.ranks;
     switch (c) {
