@@ -153,11 +153,21 @@ TEST(Predictions, ARingPaysItsHopsLatenciesAndItsSlowestHopsRate) {
   // A large block: the slow hop's crossing sets every step (the mean hop takes a third of it).
   const double block = 1 << 20;
   EXPECT_NEAR(model.flat_ring(Collective::all_gather, 8 * block, 8, model.ring_link(s)), 7 * (9 + block * 4e-3), 1e-6);
-  // The tree's short steps stay in the node: cheaper than every step on the NIC.
+  // Recursive halving's short steps (partner r xor d) stay in the node: cheaper than every step on the
+  // NIC. Bruck's all-gather sends to r - d, which leaves the node from the first d ranks of each at every
+  // distance: with a NIC per rank, every step is priced on the NIC.
   CostShape everywhere_inter = s;
   everywhere_inter.ring_inter_hops = 8;
-  EXPECT_LT(model.flat_tree(Collective::all_gather, 1 << 20, 8, s),
-            model.flat_tree(Collective::all_gather, 1 << 20, 8, everywhere_inter));
+  EXPECT_LT(model.flat_tree(Collective::reduce_scatter, 1 << 20, 8, s),
+            model.flat_tree(Collective::reduce_scatter, 1 << 20, 8, everywhere_inter));
+  EXPECT_DOUBLE_EQ(model.flat_tree(Collective::all_gather, 1 << 20, 8, s),
+                   model.flat_tree(Collective::all_gather, 1 << 20, 8, everywhere_inter));
+  // With one NIC per node, a short step's d senders share it, not all four.
+  LinkModel shared_links = links;
+  shared_links.nic = paro::NicModel::shared;
+  const CostModel shared(shared_links, shared_links);
+  EXPECT_LT(shared.flat_tree(Collective::all_gather, 1 << 20, 8, s),
+            shared.flat_tree(Collective::all_gather, 1 << 20, 8, everywhere_inter));
 }
 
 // Nodes of 8: one hop in 8 leaves a node. With small blocks the ring moves at most `window` of them per

@@ -315,26 +315,33 @@ class CostModel {
   }
 
   // Recursive doubling / halving and Bruck: the step at rank distance d moves d/n of the buffer (d/p over
-  // the power-of-two part), every rank at once. Where the members lie in rank order a short step stays in
-  // the node and only steps as long as a pod cross pods; the fold of a non-power-of-two count takes the
-  // slowest hop.
+  // the power-of-two part), every rank at once. Where the members lie in rank order, halving's partner
+  // r xor d stays in the node for a short step and crosses pods only for steps as long as a pod; Bruck's
+  // r - d leaves the node (and the pod) from the first d members of each at every distance, so its steps
+  // all take the NIC, shared by d senders. The fold of a non-power-of-two count takes the slowest hop.
   double flat_tree(Collective c, double N, int n, const CostShape& s) const {
     const bool in_order = s.ring_inter_hops * s.ranks_per_node <= s.ranks;
     const Hop slowest = hop(s.nodes > 1, s.nic_flows, s.pods > 1 ? &s : nullptr, all_pod_flows(s));
-    auto at_distance = [&](int d) {
+    auto halving_at = [&](int d) {
       if (!in_order || (s.pods > 1 && d >= s.pod_ranks)) return slowest;
       return hop(s.nodes > 1 && d >= s.ranks_per_node, s.nic_flows);
+    };
+    auto bruck_at = [&](int d) {
+      if (!in_order) return slowest;
+      const double instances = s.nic_flows / std::max(1, s.ranks_per_node);
+      return hop(s.nodes > 1, std::min(d, s.ranks_per_node) * instances, s.pods > 1 ? &s : nullptr,
+                 std::min(d, s.pod_ranks) * instances);
     };
     int p = 1;
     while (p * 2 <= n) p *= 2;
     const bool fold = p != n;
     double ag = 0, steps = 0;  // Bruck over n: distance d moves min(d, n-d) blocks
     for (int d = 1; d < n; d *= 2) {
-      const Hop h = at_distance(d);
+      const Hop h = bruck_at(d);
       ag += h.alpha + std::min(d, n - d) * N / n * h.beta;
     }
     for (int d = 1; d < p; d *= 2) {
-      const Hop h = at_distance(d);
+      const Hop h = halving_at(d);
       steps += h.alpha + static_cast<double>(d) / p * N * h.beta;
     }
     const double folding = fold * (2 * slowest.alpha + (1 + 1.0 / n) * N * slowest.beta);
