@@ -282,6 +282,28 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
     }
 }
 
+// Inline, a ring rail's hook makes the next shard while the partial it just sent is on the wire: where
+// the rail's steps are the longer, the reduce-scatter takes the first shard and then one step (and a
+// reduction) per partial; the shards after the first hide under the steps, as in the all-gather.
+TEST(Predictions, AnInlineRingRailMakesTheNextShardWhileItsPartialMoves) {
+  CostShape s = two_by_four();
+  s.units = {4};
+  s.nodes = 4;
+  s.ranks_per_node = 2;
+  s.nic_flows = 1;
+  s.lanes = paro::algorithms::LaneChoice::inline_only;
+  const LinkModel per_rank = slow_nic(paro::NicModel::per_rank);
+  const CostModel model(per_rank, per_rank);
+  const double block = MiB64 / 8.0;  // a ring at both levels
+  const double shard = model.scatter(s, 1, block, CostModel::Overlap::inline_lanes);
+  const CostModel::Hop rail = model.rail_hop(s, 0);
+  const double step = rail.alpha + block * rail.beta;
+  ASSERT_GT(step, shard);
+  const auto p = Builtin::predict(model, Algorithm::paro_cc, Collective::reduce_scatter, MiB64, s);
+  ASSERT_FALSE(p.together);
+  EXPECT_NEAR(p.time_us, shard + 3 * (step + model.reduce_us(block)), 1e-9 * p.time_us);
+}
+
 // PARO_LANES=auto: per call, paro_cc's lanes run on threads or inline, whichever is predicted faster.
 // Waking lane threads costs every call the same, so small calls run inline; the all-reduce's pipeline
 // needs threads, so a large one runs on them.

@@ -366,6 +366,7 @@ class CostModel {
   struct Arrivals {
     double latency, per;  // per: one block's transfer
     int burst;            // blocks that land together: 1 in a ring
+    bool ring;
     // When the k-th block from the rail is in (all-gather).
     double at(int k) const { return std::ceil(k / static_cast<double>(burst)) * (latency + burst * per); }
     // Reduce-scatter: each partial leaves as it is made, taking `step`; the windows' latencies follow.
@@ -375,8 +376,8 @@ class CostModel {
   static constexpr double direct_window = 16;  // exchanges in flight (direct.hpp)
   Arrivals arrivals(const Hop& h, double block, int n) const {
     if (block <= direct_max_)
-      return {h.alpha, block * h.beta, static_cast<int>(std::clamp(n - 1.0, 1.0, direct_window))};
-    return {h.alpha, block * h.beta, 1};
+      return {h.alpha, block * h.beta, static_cast<int>(std::clamp(n - 1.0, 1.0, direct_window)), false};
+    return {h.alpha, block * h.beta, 1, true};
   }
   // A flat level (direct or ring) of n members with full buffer N.
   double flat_level(Collective c, double N, int n, Hop h) const {
@@ -414,12 +415,31 @@ class CostModel {
     if (level == s.units.size()) return flat_level(Collective::reduce_scatter, block * s.leaf(), s.leaf(), leaf_hop(s));
     const int g = s.units[level];
     const Arrivals rail = arrivals(rail_hop(s, level), block, g);
-    const double step = rail.step() + reduce_us(block);
     const double shard = scatter(s, level + 1, block, o);
-    if (o == Overlap::none) return g * shard + rail.tail(g) + (g - 1) * step + 2 * barrier_us(s.members_below(level));
-    double t = shard;  // rail item k needs shard k+1
-    for (int k = 1; k < g; ++k) t = std::max(t, (k + 1) * shard) + step;
-    return t + rail.tail(g) + lane_start(o);
+    if (o == Overlap::none)
+      return g * shard + rail.tail(g) + (g - 1) * (rail.step() + reduce_us(block)) +
+             2 * barrier_us(s.members_below(level));
+    double unit = 0;
+    return rail_scatter(g, shard, rail, block, o, 0, unit) + lane_start(o);
+  }
+
+  // A reduce-scatter rail over g units from `start`, fed by my unit's shards (`shard` each; `unit`: when
+  // my unit is free). A direct rail sends each partial as it is made, the shards back to back, and makes
+  // my own last, once the others' have arrived. A ring sends a partial once it is made and the one from
+  // its left has arrived, and makes the next meanwhile: on lane threads my unit makes them back to back;
+  // inline, the ring's hook makes each on the caller's thread after the ring's last send, while the
+  // ring's messages (and the levels below's) are in flight. Returns when the rail is done.
+  double rail_scatter(int g, double shard, const Arrivals& rail, double block, Overlap o, double start,
+                      double& unit) const {
+    const bool on_caller = o == Overlap::inline_lanes && rail.ring;
+    unit = (on_caller ? start : unit) + shard;
+    double sent = std::max(start, unit);
+    for (int k = 1; k < g; ++k) {
+      unit = (on_caller ? sent : unit) + shard;
+      sent = rail.ring ? std::max(unit, sent + rail.step()) + reduce_us(block)
+                       : std::max(sent, unit) + rail.step() + reduce_us(block);
+    }
+    return sent + rail.tail(g);
   }
 
   // paro_cc all-gather / reduce-scatter with the blocks cut into P pieces: the two lanes (rail, my unit)
@@ -442,16 +462,8 @@ class CostModel {
           rail_t = start + arrive.at(g - 1);
         }
       } else {
-        const double shard = scatter(s, 1, b, o), step = arrive.step() + reduce_us(b);
-        for (int k = 0; k < pieces; ++k) {
-          unit_t += shard;
-          rail_t = std::max(rail_t, unit_t);  // the ring sends its first partial
-          for (int i = 1; i < g; ++i) {
-            unit_t += shard;
-            rail_t = std::max(rail_t, unit_t) + step;
-          }
-          rail_t += arrive.tail(g);
-        }
+        const double shard = scatter(s, 1, b, o);
+        for (int k = 0; k < pieces; ++k) rail_t = rail_scatter(g, shard, arrive, b, o, rail_t, unit_t);
       }
       const double t = std::max(rail_t, unit_t) + lane_start(o);
       if (best.time_us == 0 || t < best.time_us)
@@ -519,9 +531,8 @@ class CostModel {
   // the all-gather's prediction finds faster. Together pays a level's latency once instead of once per
   // shard, but the unit starts only when the rail is done: where the unit's links are not much faster
   // than the rail's (a NIC per rank), one shard at a time wins for large blocks. A reduce-scatter sends
-  // the all-gather's messages in reverse, so it takes the same choice (its one-shard-at-a-time formula
-  // over-predicts by up to 37% on the simulated clusters, docs/simulation.md), and so does the all-reduce,
-  // its reduce-scatter then its all-gather. PARO_DIRECT_MAX=0 (rings only) rules out together.
+  // the all-gather's messages in reverse, so it takes the same choice, and so does the all-reduce, its
+  // reduce-scatter then its all-gather. PARO_DIRECT_MAX=0 (rings only) rules out together.
   Prediction inline_lanes(Collective c, const CostShape& s, double block) const {
     auto one_at_a_time = [&](Collective k) { return pipelined(k, s, block, Overlap::inline_lanes).time_us; };
     const bool at_once =
