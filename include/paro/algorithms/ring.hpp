@@ -3,7 +3,8 @@
 //
 // Large blocks are cut into chunks that flow around the ring as a pipeline: chunk c of step s+1 is sent
 // as soon as chunk c of step s has arrived (and, for reductions, been reduced), while later chunks are
-// still on the wire. At most `window` receives are outstanding per rank.
+// still on the wire. At most `window` receives are outstanding per rank (a whole block's where a
+// hierarchical schedule's hook runs between steps).
 //
 // Cost (n ranks, N bytes in the full buffer, per-message latency a, per-byte time b):
 //   all-gather, reduce-scatter: (n-1) a + (n-1)/n N b;   all-reduce: 2(n-1) a + 2(n-1)/n N b.
@@ -51,6 +52,16 @@ void run_hook(T& t, Hook& hook, int block) {
   hook(block);
 }
 
+// Receives a ring keeps posted. A hook holds the ring up for as long as it runs (another level's work on
+// this thread, or a wait for it); with a whole block's receives posted, the next block arrives meanwhile,
+// not only `window` chunks of it (up to 64 chunks: a long queue of posted receives slows every match).
+template <class Hook>
+std::size_t receive_window(const RingParams& params, std::size_t chunks, std::size_t items) {
+  constexpr std::size_t most_for_a_hook = 64;
+  const bool hooked = !std::is_same_v<std::decay_t<Hook>, NoHook>;
+  return std::min(hooked ? std::max(params.window, std::min(chunks, most_for_a_hook)) : params.window, items);
+}
+
 // Reduces `in` (block b, at layout.offset(b), destined to rank b) over all ranks and writes this rank's
 // block to `out` (layout.count(rank) elements), divided by n for avg. `out` may be the rank's own block of
 // `in`. Layout: BlockLayout or BlockList.
@@ -69,7 +80,7 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, 
   const int right = ring_detail::mod(r + 1, n), left = ring_detail::mod(r - 1, n);
   const ChunkPlan plan = ChunkPlan::for_layout(layout, esize, params.chunk_bytes);
   const std::size_t items = static_cast<std::size_t>(n - 1) * plan.chunks;
-  const std::size_t window = std::min(params.window, items);
+  const std::size_t window = receive_window<BeforeBlock>(params, plan.chunks, items);
   // A received chunk is reduced in its slot and sent on from there. The right neighbour takes it only
   // once it has worked through `chunks` more items, so a slot may be refilled no sooner: waiting earlier
   // for the send would deadlock whenever chunks >= window. Another `window` slots keep as many sends in
@@ -131,7 +142,7 @@ void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const R
   const int right = ring_detail::mod(r + 1, n), left = ring_detail::mod(r - 1, n);
   const ChunkPlan plan = ChunkPlan::for_layout(layout, esize, params.chunk_bytes);
   const std::size_t items = static_cast<std::size_t>(n - 1) * plan.chunks;
-  const std::size_t window = std::min(params.window, items);
+  const std::size_t window = receive_window<AfterBlock>(params, plan.chunks, items);
   // At step s a rank sends block r-s and receives block r-s-1, which it forwards at step s+1.
   auto region = [&](int block, std::size_t c) {
     auto [off, len] = plan.piece(layout.count(block), c);
