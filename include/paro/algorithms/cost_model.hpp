@@ -366,7 +366,7 @@ class CostModel {
   struct Arrivals {
     double latency, per;  // per: one block's transfer
     int burst;            // blocks that land together: 1 in a ring
-    bool ring;
+    bool ring;            // a ring (a block per step), or a direct exchange (a window at a time)
     // When the k-th block from the rail is in (all-gather).
     double at(int k) const { return std::ceil(k / static_cast<double>(burst)) * (latency + burst * per); }
     // Reduce-scatter: each partial leaves as it is made, taking `step`; the windows' latencies follow.
