@@ -278,7 +278,9 @@ class CostModel {
     return h;
   }
   // Every member of the scope sends across pods at once (a rail between pods, a tree's long step).
-  double all_pod_flows(const CostShape& s) const { return s.pod_ranks * s.nic_flows / std::max(1, s.ranks_per_node); }
+  double all_pod_flows(const CostShape& s) const { return s.pod_ranks * instances(s); }
+  // Instances of the scope's collective that run at once on a node's ranks (one per group or rail).
+  static double instances(const CostShape& s) { return s.nic_flows / std::max(1, s.ranks_per_node); }
   // The slowest link of a flat scope: its messages to the next rank (ring) or to all (direct).
   Hop flat_link(const CostShape& s) const {
     return hop(s.ring_nic_flows > 0, s.ring_nic_flows, s.ring_pod_hops > 0 ? &s : nullptr, s.ring_pod_flows);
@@ -328,9 +330,8 @@ class CostModel {
     };
     auto bruck_at = [&](int d) {
       if (!in_order) return slowest;
-      const double instances = s.nic_flows / std::max(1, s.ranks_per_node);
-      return hop(s.nodes > 1, std::min(d, s.ranks_per_node) * instances, s.pods > 1 ? &s : nullptr,
-                 std::min(d, s.pod_ranks) * instances);
+      return hop(s.nodes > 1, std::min(d, s.ranks_per_node) * instances(s), s.pods > 1 ? &s : nullptr,
+                 std::min(d, s.pod_ranks) * instances(s));
     };
     int p = 1;
     while (p * 2 <= n) p *= 2;

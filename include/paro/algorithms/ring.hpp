@@ -44,11 +44,15 @@ struct NoHook {
   void operator()(int) const {}
 };
 
+// Whether a ring was given a hook (NoHook: none).
+template <class Hook>
+inline constexpr bool is_hook_v = !std::is_same_v<std::decay_t<Hook>, NoHook>;
+
 // Runs a hook while the step's messages are in flight; a transport that only records messages until a
 // wait (NCCL's groups) is told to start them first, or the hook's work would not overlap them.
 template <class T, class Hook>
 void run_hook(T& t, Hook& hook, int block) {
-  if constexpr (!std::is_same_v<std::decay_t<Hook>, NoHook>) issue_posted(t);
+  if constexpr (is_hook_v<Hook>) issue_posted(t);
   hook(block);
 }
 
@@ -58,8 +62,7 @@ void run_hook(T& t, Hook& hook, int block) {
 template <class Hook>
 std::size_t receive_window(const RingParams& params, std::size_t chunks, std::size_t items) {
   constexpr std::size_t most_for_a_hook = 64;
-  const bool hooked = !std::is_same_v<std::decay_t<Hook>, NoHook>;
-  return std::min(hooked ? std::max(params.window, std::min(chunks, most_for_a_hook)) : params.window, items);
+  return std::min(is_hook_v<Hook> ? std::max(params.window, std::min(chunks, most_for_a_hook)) : params.window, items);
 }
 
 // Reduces `in` (block b, at layout.offset(b), destined to rank b) over all ranks and writes this rank's
