@@ -426,21 +426,30 @@ class CostModel {
 
   // A reduce-scatter rail over g units from `start`, fed by my unit's shards (`shard` each; `unit`: when
   // my unit is free). A direct rail sends each partial as it is made, the shards back to back, and makes
-  // my own last, once the others' have arrived. A ring sends a partial once it is made and the one from
-  // its left has arrived, and makes the next meanwhile: on lane threads my unit makes them back to back;
-  // inline, the ring's hook makes each on the caller's thread after the ring's last send, while the
-  // ring's messages (and the levels below's) are in flight. Returns when the rail is done.
+  // my own last, once the others' have left, while theirs are in flight. A ring sends a partial once it
+  // is made and the one from its left has arrived, and makes the next meanwhile: on lane threads my unit
+  // makes them back to back; inline, the ring's hook makes each on the caller's thread after the ring's
+  // last send, while the ring's messages (and the levels below's) are in flight. Returns when the rail
+  // is done.
   double rail_scatter(int g, double shard, const Arrivals& rail, double block, Overlap o, double start,
                       double& unit) const {
-    const bool on_caller = o == Overlap::inline_lanes && rail.ring;
+    if (!rail.ring) {
+      double sent = start;
+      for (int k = 1; k < g; ++k) {
+        unit += shard;
+        sent = std::max(sent, unit) + rail.step() + reduce_us(block);
+      }
+      unit += shard;
+      return std::max(sent + rail.tail(g), unit);
+    }
+    const bool on_caller = o == Overlap::inline_lanes;
     unit = (on_caller ? start : unit) + shard;
     double sent = std::max(start, unit);
     for (int k = 1; k < g; ++k) {
       unit = (on_caller ? sent : unit) + shard;
-      sent = rail.ring ? std::max(unit, sent + rail.step()) + reduce_us(block)
-                       : std::max(sent, unit) + rail.step() + reduce_us(block);
+      sent = std::max(unit, sent + rail.step()) + reduce_us(block);
     }
-    return sent + rail.tail(g);
+    return sent;
   }
 
   // paro_cc all-gather / reduce-scatter with the blocks cut into P pieces: the two lanes (rail, my unit)

@@ -87,7 +87,9 @@ void direct_reduce_scatter(T& t, const void* in, char* const* outs, const Layout
   }
   const int w = std::min(direct_detail::peers_in_flight, n - 1);
   // Per layout, the others' partials of my block in w receive slots, summed into its first slot as they
-  // arrive: my own block is read last (the hooks' order), and outs[l] may be it.
+  // arrive: my own block is read last (the hooks' order), and outs[l] may be it. Its hook runs as soon as
+  // the last partial for another rank is on its way, while the rest of theirs are still coming: in
+  // paro_cc, my unit makes my own shard while the rail's messages fly, as its all-gather does.
   std::vector<std::size_t> at(lists + 1, 0);
   for (std::size_t l = 0; l < lists; ++l) at[l + 1] = at[l] + static_cast<std::size_t>(w + 1) * mine(l) * esize;
   auto scratch = t.allocate(at[lists]);
@@ -107,6 +109,7 @@ void direct_reduce_scatter(T& t, const void* in, char* const* outs, const Layout
       t.wait(sends[first + l]);
       sends[first + l] = t.isend(block(l, to), layouts[l].count(to) * esize, to, direct_detail::tag);
     }
+    if (k == n - 1) run_hook(t, before_block, r);
   };
   for (int k = 1; k <= w; ++k) post(k);
   for (int k = 1; k < n; ++k) {
@@ -119,7 +122,6 @@ void direct_reduce_scatter(T& t, const void* in, char* const* outs, const Layout
     }
     if (k + w < n) post(k + w);
   }
-  run_hook(t, before_block, r);
   for (std::size_t l = 0; l < lists; ++l) t.reduce(outs[l], block(l, r), others(l), mine(l), dt, op);
   t.wait_all(sends);
   if (op == ReduceOp::avg)
