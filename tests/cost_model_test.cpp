@@ -304,6 +304,20 @@ TEST(Predictions, AnInlineRingRailMakesTheNextShardWhileItsPartialMoves) {
   EXPECT_NEAR(p.time_us, shard + 3 * (step + model.reduce_us(block)), 1e-9 * p.time_us);
 }
 
+// A direct rail's reduce-scatter makes my own shard once the others' partials have left, while they fly
+// (direct.hpp runs the hook of its own block right after its last send), so the flight hides it.
+TEST(Predictions, ADirectRailMakesMyOwnShardWhileThePartialsFly) {
+  const CostModel model(slow_nic(paro::NicModel::per_rank), slow_nic(paro::NicModel::per_rank));
+  const CostModel::Arrivals direct{30, 1, 1, false};  // two units: one partial each way, 31 us
+  const double block = 4096, reduce = model.reduce_us(block);
+  for (double shard : {10.0, 50.0}) {
+    double unit = 0;
+    const double done = model.rail_scatter(2, shard, direct, block, CostModel::Overlap::inline_lanes, 0, unit);
+    EXPECT_DOUBLE_EQ(done, std::max(shard + direct.step() + reduce, 2 * shard)) << shard;
+    EXPECT_DOUBLE_EQ(unit, 2 * shard);
+  }
+}
+
 // PARO_LANES=auto: per call, paro_cc's lanes run on threads or inline, whichever is predicted faster.
 // Waking lane threads costs every call the same, so small calls run inline; the all-reduce's pipeline
 // needs threads, so a large one runs on them.
@@ -379,6 +393,30 @@ TEST(CostShape, FromTheTopologyAndTheGroups) {
   EXPECT_EQ(paro::algorithms::scope_partitions(cyclic, by_four, all),
             (std::vector<std::vector<int>>{{0, 1, 0, 1, 0, 1, 0, 1}}));
   EXPECT_TRUE(paro::algorithms::cost_shape(cyclic, {0, 1}, {}, paro::NicModel::shared).leaf_inter);
+}
+
+// A level is a step of the hierarchy only where crossing it takes a link of its own (hierarchy_levels).
+TEST(CostShape, LevelsWithoutALinkOfTheirOwnAreNoStep) {
+  paro::Topology topo = paro::topology::EmulationSpec::parse("pods=2,switches=2,nodes=2,ranks=2").place(16);
+  std::vector<int> all(16);
+  for (int r = 0; r < 16; ++r) all[static_cast<std::size_t>(r)] = r;
+  const std::vector<int> node_of = topo.ordinals(paro::Level::node);
+  auto units_per_level = [&](const std::vector<int>& group_of = {}) {
+    std::vector<int> units;
+    for (const auto& p : paro::algorithms::scope_partitions(topo, group_of.empty() ? node_of : group_of, all))
+      units.push_back(paro::algorithms::unit_count(p));
+    return units;
+  };
+  EXPECT_EQ(units_per_level(), (std::vector<int>{2, 4, 8})) << "no links given: every level the topology knows";
+  topo.links[paro::Level::node] = {3600, 0.7};
+  topo.links[paro::Level::switch_] = {400, 4.5};
+  EXPECT_EQ(units_per_level(), (std::vector<int>{8})) << "leaf switches and pods cross the NICs as nodes do";
+  topo.links[paro::Level::pod] = {400, 4.5};
+  EXPECT_EQ(units_per_level(), (std::vector<int>{8})) << "a pod uplink as fast as the NIC is no step";
+  topo.links[paro::Level::pod] = {100, 5.5};
+  EXPECT_EQ(units_per_level(), (std::vector<int>{2, 8})) << "an oversubscribed pod uplink is";
+  EXPECT_EQ(units_per_level(topo.ordinals(paro::Level::switch_)), (std::vector<int>{2, 4, 8}))
+      << "groups by switch are the user's choice, kept";
 }
 
 TEST(Choice, FlatScopesNeverPickHierarchicalAlgorithms) {
