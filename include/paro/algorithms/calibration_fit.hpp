@@ -9,7 +9,7 @@
 //      lanes on threads and inline apart) only where the data agree: a size more than 2x off the median
 //      of three neighbouring sizes is a spike and takes that median (one odd size cannot make one; an end
 //      is always taken against the line through its inner neighbours' medians, and no further from 1 than
-//      its own measurement; the smallest size as measured where faster than its formula), a residual
+//      its own measurement; an end as measured where faster than its formula), a residual
 //      within the noise is 1, and corrections are bounded to [1/3, 3]; beyond the calibrated sizes the
 //      nearest holds (LinkModel::correction);
 //   4. the report says how well the model before, the fitted links, and the links with corrections
@@ -220,14 +220,17 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
         // At an end, the missing neighbour is the line through the two inner sizes' medians, so that a
         // trend reaches the end and a lone deviation there does not, nor one next to it (which would point
         // the line). An end then goes no further from 1 than its own measurement: its correction holds for
-        // every size beyond. The smallest size keeps its own measurement where that is faster than its
-        // formula: a busy machine slows a call but cannot speed one up, so a fast point there is no spike,
-        // and its time is the per-call overhead that the joint fit, driven by the larger sizes, misses
-        // (ring's reduce-scatter at 1 KiB measured a third of its formula in every calibration here).
+        // every size beyond. An end keeps its own measurement where that is faster than its formula: a busy
+        // machine slows a call but cannot speed one up, so a fast point there is no spike. At the smallest
+        // size it is the per-call overhead that the joint fit, driven by the larger sizes, misses (ring's
+        // reduce-scatter at 1 KiB measured a third of its formula in every calibration here); at the largest,
+        // where a link the fit got wrong from the smaller sizes takes over (on the emulated 3-level cluster
+        // every paro algorithm at 16 MiB measured 0.59-0.91x its formula, after 1.1x at 4 MiB: held at 1,
+        // ring was picked there at 1.5x paro_cc's time).
         const std::size_t a = i == 0 ? 1 : n - 2, b = i == 0 ? 2 : n - 3;
         smooth = median({residual[a], residual[i], 2 * inner(a) - inner(b)});
         smooth = std::clamp(smooth, std::min(0.0, residual[i]), std::max(0.0, residual[i]));
-        if (i == 0 && residual[i] < 0) smooth = residual[i];
+        if (residual[i] < 0) smooth = residual[i];
       }
       const double noise = std::max(min_noise, 2 * points[i]->noise);
       double c = std::abs(smooth) <= std::log1p(noise) ? 0 : smooth;
