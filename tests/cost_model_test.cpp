@@ -14,6 +14,7 @@
 #include "paro/algorithms/cost_shape.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/link_sources.hpp"
+#include "paro/algorithms/paro_cc.hpp"
 #include "paro/algorithms/registry.hpp"
 #include "paro/topology/emulation.hpp"
 
@@ -280,6 +281,59 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
       // PARO_DIRECT_MAX=0: rings only, never together.
       EXPECT_FALSE(Builtin::predict(rings_only, Algorithm::paro_cc, c, bytes, s).together) << paro::name_of(c);
     }
+}
+
+// Inline lanes together over a rail of more units than direct exchanges in flight: the all-gather's first
+// batch is my own unit's shard and the rail's first window, the reduce-scatter's last the rail's last
+// window and my own, every other one window; each unit once, in the order the rail's hooks come.
+TEST(Predictions, RailBatchesFollowTheWindowsOfTheDirectExchange) {
+  using paro::algorithms::hierarchical_detail::rail_batches;
+  EXPECT_EQ(rail_batches(2, 1, true), (std::vector<std::vector<int>>{{1, 0}}));
+  EXPECT_EQ(rail_batches(2, 1, false), (std::vector<std::vector<int>>{{0, 1}}));
+  for (int g : {2, 5, 17, 18, 33, 34, 40})
+    for (bool own_first : {true, false}) {
+      const int mine = g / 3;
+      const auto batches = rail_batches(g, mine, own_first);
+      std::vector<int> order;
+      for (const auto& b : batches) order.insert(order.end(), b.begin(), b.end());
+      ASSERT_EQ(static_cast<int>(order.size()), g) << g;
+      for (int k = 0; k < g; ++k) EXPECT_EQ(order[k], ((mine - (own_first ? k : k + 1)) % g + g) % g) << g << " " << k;
+      const int windows = (g - 2) / 16 + 1;
+      ASSERT_EQ(static_cast<int>(batches.size()), windows) << g;
+      if (windows == 1) continue;
+      EXPECT_EQ(batches.front().size(), own_first ? 17u : 16u) << g;
+      EXPECT_EQ(batches.back().size(), static_cast<std::size_t>(g - 1 - 16 * (windows - 1) + (own_first ? 0 : 1))) << g;
+    }
+}
+
+// Over more units than one window, the unit moves a batch while the rail's next window flies: where the
+// unit is the faster, the all-gather takes the rail's windows and then the last batch's exchange below,
+// the reduce-scatter the first batch and then the rail; at most one window, the rail and then all shards.
+TEST(Predictions, TogetherOverSeveralWindowsOverlapsTheUnitWithTheRail) {
+  LinkModel per_rank = slow_nic(paro::NicModel::per_rank);
+  per_rank.intra.latency_us = 1;
+  per_rank.inter.latency_us = 20;
+  const CostModel model(per_rank, per_rank);
+  CostShape s = two_by_four();
+  s.lanes = paro::algorithms::LaneChoice::inline_only;
+  s.nic_flows = 1;
+  s.ranks_per_node = 2;
+  const double block = 4096;
+  for (int g : {17, 40}) {
+    s.units = {g};
+    s.nodes = g;
+    s.ranks = 2 * g;
+    const CostModel::Hop rail = model.rail_hop(s, 0), node = model.leaf_hop(s);
+    for (Collective c : {Collective::all_gather, Collective::reduce_scatter}) {
+      auto rail_alone = model.direct(c, g, 1, block, rail);
+      auto unit = [&](int shards) { return model.direct(c, 2, shards, block, node); };
+      ASSERT_LT(unit(17), model.direct(c, 8, 1, block, rail)) << "the unit is the faster than a window";
+      const double want = g == 17                       ? rail_alone + unit(17)
+                          : c == Collective::all_gather ? rail_alone + unit(g - 1 - 32)
+                                                        : unit(16) + rail_alone;
+      EXPECT_NEAR(model.together(c, s, block), want, 1e-9 * want) << paro::name_of(c) << " " << g;
+    }
+  }
 }
 
 // Inline, a ring rail's hook makes the next shard while the partial it just sent is on the wire: where

@@ -139,6 +139,33 @@ INSTANTIATE_TEST_SUITE_P(LanesAndSchedules, HierarchicalLanes,
                                            LanesParam{"inline", "0", "0"}, LanesParam{"inline", "1M", "1"},
                                            LanesParam{"inline", "1M", "0"}));
 
+// Inline lanes together over rails of more units than direct exchanges in flight (16): my unit moves the
+// units' shards in batches of a window while the rail's next window flies (paro_cc.hpp, rail_batches);
+// 18 units: two windows, 34: three.
+TEST(HierarchicalBatches, ParoCcExactOverSeveralWindows) {
+  setenv("PARO_LANES", "inline", 1);
+  setenv("PARO_DIRECT_MAX", "1M", 1);
+  setenv("PARO_CC_TOGETHER", "1", 1);
+  for (const char* emulate : {"nodes=18,ranks=2", "nodes=34,ranks=2"}) {
+    auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
+      std::vector<std::string> f;
+      for (Collective coll : all_collectives)
+        for (auto dt : {paro::DataType::f32, paro::DataType::i32})
+          for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{300}})
+            for (bool in_place : {false, true}) {
+              auto msg =
+                  paro::testing::run_case(comm, {coll, Algorithm::paro_cc, dt, paro::ReduceOp::sum, count, in_place});
+              if (!msg.empty()) f.push_back(msg);
+            }
+      return f;
+    });
+    EXPECT_TRUE(failures.empty()) << emulate << "\n" << paro::testing::first_lines(failures);
+  }
+  unsetenv("PARO_CC_TOGETHER");
+  unsetenv("PARO_DIRECT_MAX");
+  unsetenv("PARO_LANES");
+}
+
 #ifndef PARO_TEST_RECORDED  // a calibration measures host backends; NCCL's message rules add nothing here
 // A calibration on a backend that allows lane threads (PARO_LANES=auto) times paro_cc at every size both
 // on threads and inline, and leaves the communicator's lanes as they were: automatic calls after it are

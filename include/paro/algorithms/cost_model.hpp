@@ -554,18 +554,36 @@ class CostModel {
   }
 
   // Inline lanes, every level direct (paro_cc.hpp, gather_together / scatter_together), whatever the
-  // block size: one exchange per level carrying all the shards that level moves: the k-th level down
-  // carries the blocks of every unit above it at once.
-  double together(Collective c, const CostShape& s, double block) const {
-    double t = 0, lists = 1;
-    auto level = [&](int n, const Hop& h) {
-      if (n <= 1) return;
-      t += direct(c, n, lists, block, h);
-      lists *= n;
-    };
-    for (std::size_t k = 0; k < s.units.size(); ++k) level(s.units[k], rail_hop(s, k));
-    level(s.leaf(), leaf_hop(s));
-    return t;
+  // block size: each level's rail moves `lists` blocks per exchange, a window of exchanges at a time, and
+  // my unit moves the units' shards in batches of a window, each batch in one exchange of the level below
+  // (which carries lists x shards blocks). The all-gather's unit gathers a batch once its window has landed
+  // (the first with my own shard), the next window flying meanwhile; the reduce-scatter's makes the first
+  // batch before the rail starts and each next one while the window before flies (the last with my own).
+  // A window is posted once the one before has landed and my unit is done with the batch before. One
+  // window (at most 17 units) is one batch: the rail, then all shards below, one latency per level.
+  double together(Collective c, const CostShape& s, double block, std::size_t level = 0, double lists = 1) const {
+    if (level == s.units.size()) return s.leaf() > 1 ? direct(c, s.leaf(), lists, block, leaf_hop(s)) : 0;
+    const int g = s.units[level];
+    const Hop h = rail_hop(s, level);
+    const int w = static_cast<int>(std::min(direct_window, g - 1.0)), windows = (g - 2) / w + 1;
+    auto exchanges = [&](int j) { return j + 1 < windows ? w : g - 1 - (windows - 1) * w; };
+    auto flight = [&](int j) { return direct(c, exchanges(j) + 1, lists, block, h); };
+    auto unit = [&](double shards) { return together(c, s, block, level + 1, lists * shards); };
+    if (c == Collective::all_gather) {
+      double posted = 0, done = 0;
+      for (int j = 0; j < windows; ++j) {
+        const double landed = posted + flight(j);
+        posted = std::max(landed, done);
+        done = posted + unit(exchanges(j) + (j == 0));
+      }
+      return done;
+    }
+    double posted = unit(exchanges(0) + (windows == 1)), landed = 0;
+    for (int j = 0; j < windows; ++j) {
+      landed = posted + flight(j);
+      if (j + 1 < windows) posted = std::max(landed, posted + unit(exchanges(j + 1) + (j + 2 == windows)));
+    }
+    return landed;
   }
 
   // MiCS-HCS: the rail ring and a ring per unit member, one after the other; a flat ring without levels.

@@ -70,10 +70,11 @@ void direct_all_gather(T& t, void* buf, const Layout& layout, DataType dt, After
 // Reduces `in` over all ranks, for each of `lists` layouts over the same ranks: block b of layout l is
 // destined to rank b, and this rank's block of layout l goes to outs[l] (which may be that block of `in`),
 // divided by n for avg. Exchange k carries every layout's block, so their latencies overlap.
-// before_block(b) before block b of `in` is read (of any layout), in the order r-1, r-2, ..., r.
-template <class T, class Layout, class BeforeBlock = NoHook>
+// before_block(b) before block b of `in` is read (of any layout), in the order r-1, r-2, ..., r;
+// after_send(b) once block b of every layout is on its way to rank b, in the order r-1, r-2, ...
+template <class T, class Layout, class BeforeBlock = NoHook, class AfterSend = NoHook>
 void direct_reduce_scatter(T& t, const void* in, char* const* outs, const Layout* layouts, std::size_t lists,
-                           DataType dt, ReduceOp op, BeforeBlock&& before_block = {}) {
+                           DataType dt, ReduceOp op, BeforeBlock&& before_block = {}, AfterSend&& after_send = {}) {
   activity::PhaseScope phase("direct reduce-scatter");
   const int n = t.size(), r = t.rank();
   const std::size_t esize = size_of(dt);
@@ -109,6 +110,7 @@ void direct_reduce_scatter(T& t, const void* in, char* const* outs, const Layout
       t.wait(sends[first + l]);
       sends[first + l] = t.isend(block(l, to), layouts[l].count(to) * esize, to, direct_detail::tag);
     }
+    run_hook(t, after_send, to);
     if (k == n - 1) run_hook(t, before_block, r);
   };
   for (int k = 1; k <= w; ++k) post(k);

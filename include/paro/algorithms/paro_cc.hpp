@@ -21,6 +21,7 @@
 //
 // Costs are in cost_model.hpp.
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -74,37 +75,61 @@ inline std::size_t piece_count(std::size_t elements, std::size_t element_size, s
 // predicts it faster than one shard at a time (cost_model.hpp, inline_lanes).
 inline bool runs_together(const HierarchicalParams& p) { return p.overlap && !p.concurrent && p.together; }
 
-// Inline lanes, every level exchanging directly (direct.hpp): all of a level's shards arrive at about one
-// latency, so each level gathers them together in one exchange, for every list of blocks at once, instead
-// of one exchange per shard: the rail, then every unit's shard in my unit, level by level, one latency per
-// level. (Gathering my own unit's shards while the rail's messages fly would cost a second pass through
-// the levels below.) Units of different sizes exchange across the level. The reduce-scatter's receive
-// slots take about as much scratch as its input.
+// The batches of gather_together / scatter_together over a rail of g units: unit numbers, in the order the
+// rail's hooks come. The all-gather's start with my own unit's shard (mine, mine-1, ...), its first batch
+// my own and the rail's first window of exchanges in flight (direct.hpp); the reduce-scatter's end with it
+// (mine-1, mine-2, ..., mine), its last batch the rail's last window and my own; every other batch one
+// window. A rail of at most one window is one batch. CostModel::together prices them.
+inline std::vector<std::vector<int>> rail_batches(int g, int mine, bool own_first) {
+  const int window = std::min(direct_detail::peers_in_flight, g - 1);
+  std::vector<std::vector<int>> batches(1);
+  for (int k = 1; k <= g; ++k) {  // the k-th hook
+    batches.back().push_back(before(mine, own_first ? k - 1 : k % g, g));
+    const int exchanges = own_first ? k - 1 : k;  // of the rail's, among the first k hooks
+    if (k < g && exchanges > 0 && exchanges % window == 0 && (own_first || k < g - 1)) batches.emplace_back();
+  }
+  return batches;
+}
+
+// Inline lanes, every level exchanging directly (direct.hpp): a level's shards arrive a window of
+// exchanges at a time, each window at about one latency, so each level moves them in batches of a window
+// (rail_batches), one exchange per batch for every list of blocks at once, instead of one exchange per
+// shard: my unit gathers a batch while the rail's next window flies, level by level. A rail of at most one
+// window is one batch: the rail, then every unit's shard in my unit, one latency per level. Units of
+// different sizes exchange across the level.
 template <class T>
 void gather_together(Hierarchy<T>& h, char* buf, const std::vector<BlockList>& lists, DataType dt) {
   if (h.flat() || !h.even()) return direct_all_gather(h.comm, buf, lists.data(), lists.size(), dt);
-  std::vector<BlockList> rails, shards;
-  for (const BlockList& l : lists) {
-    rails.push_back(rail_blocks(h, l));
-    for (int u = 0; u < h.unit_count(); ++u) shards.push_back(unit_blocks(h, l, u));
-  }
-  {
-    activity::LevelScope level("the rail", h.unit_count());
-    direct_all_gather(h.rail, buf, rails.data(), rails.size(), dt);
-  }
-  activity::LevelScope level("the unit", h.unit_size());
-  gather_together(*h.unit, buf, shards, dt);
+  const int g = h.unit_count();
+  std::vector<BlockList> rails;
+  for (const BlockList& l : lists) rails.push_back(rail_blocks(h, l));
+  const std::vector<std::vector<int>> batches = rail_batches(g, h.my_unit, /*own_first=*/true);
+  std::size_t gathered = 0;
+  activity::LevelScope level("the rail", g);
+  direct_all_gather(h.rail, buf, rails.data(), rails.size(), dt, [&](int u) {
+    const std::vector<int>& batch = batches[gathered];
+    if (u != batch.back()) return;
+    std::vector<BlockList> shards;
+    for (const BlockList& l : lists)
+      for (int v : batch) shards.push_back(unit_blocks(h, l, v));
+    ++gathered;
+    activity::LevelScope unit_level("the unit", h.unit_size());
+    gather_together(*h.unit, buf, shards, dt);
+  });
 }
 
-// The reverse, for reduce-scatter: my unit reduces every unit's shards of every list together, level by
-// level below, into partials packed per list in rail order; then the rail reduces each list's partials
-// across units into outs[l] (op is never avg here: the caller divides once).
+// The reverse, for reduce-scatter: my unit reduces a batch of units' shards of every list together, level
+// by level below, into partials packed per list in rail order, the first batch before the rail starts and
+// each later one while the rail's window before it flies; the rail reduces each list's partials across
+// units into outs[l] (op is never avg here: the caller divides once). The receive slots of the rail's
+// exchanges take about as much scratch as the input.
 template <class T>
 void scatter_together(Hierarchy<T>& h, const char* in, const std::vector<BlockList>& lists,
                       const std::vector<char*>& outs, DataType dt, ReduceOp op) {
   if (h.flat() || !h.even()) return direct_reduce_scatter(h.comm, in, outs.data(), lists.data(), lists.size(), dt, op);
   const std::size_t esize = size_of(dt);
-  std::vector<BlockList> rails, shards;
+  const int g = h.unit_count();
+  std::vector<BlockList> rails;
   std::size_t total = 0;
   for (const BlockList& l : lists) {
     const BlockList mine = packed(rail_blocks(h, l));
@@ -114,18 +139,25 @@ void scatter_together(Hierarchy<T>& h, const char* in, const std::vector<BlockLi
     rails.push_back(std::move(rail));
   }
   auto scratch = h.comm.allocate(total * esize);
-  std::vector<char*> partials;
-  for (std::size_t i = 0; i < lists.size(); ++i)
-    for (int u = 0; u < h.unit_count(); ++u) {
-      shards.push_back(unit_blocks(h, lists[i], u));
-      partials.push_back(scratch.data() + rails[i].offset(u) * esize);
-    }
-  {
-    activity::LevelScope level("the unit", h.unit_size());
+  const std::vector<std::vector<int>> batches = rail_batches(g, h.my_unit, /*own_first=*/false);
+  std::size_t made = 0;
+  auto make_next = [&] {
+    std::vector<BlockList> shards;
+    std::vector<char*> partials;
+    for (std::size_t i = 0; i < lists.size(); ++i)
+      for (int u : batches[made]) {
+        shards.push_back(unit_blocks(h, lists[i], u));
+        partials.push_back(scratch.data() + rails[i].offset(u) * esize);
+      }
+    ++made;
+    activity::LevelScope unit_level("the unit", h.unit_size());
     scatter_together(*h.unit, in, shards, partials, dt, op);
-  }
-  activity::LevelScope level("the rail", h.unit_count());
-  direct_reduce_scatter(h.rail, scratch.data(), outs.data(), rails.data(), rails.size(), dt, op);
+  };
+  make_next();
+  activity::LevelScope level("the rail", g);
+  direct_reduce_scatter(h.rail, scratch.data(), outs.data(), rails.data(), rails.size(), dt, op, NoHook{}, [&](int u) {
+    if (made < batches.size() && u == batches[made - 1].back()) make_next();
+  });
 }
 
 // The levels below the top of one pipelined call run each piece whole.
