@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -645,6 +646,18 @@ paro::algorithms::FitReport fit(const std::vector<paro::algorithms::Timing>& tim
   return paro::algorithms::fit_cost_model<Builtin>(start, CostModel(start, start), two_by_four(), timings);
 }
 
+// synthetic_timings() with every run of (c, a) at the sizes of `factors` scaled by their factor, as a
+// consistent deviation from the formula would make them.
+std::vector<paro::algorithms::Timing> deviating(Collective c, Algorithm a,
+                                                const std::map<std::size_t, double>& factors) {
+  auto timings = synthetic_timings();
+  for (auto& t : timings)
+    if (t.collective == c && t.algorithm == a)
+      if (auto f = factors.find(static_cast<std::size_t>(t.bytes)); f != factors.end())
+        for (double& run : t.runs_us) run *= f->second;
+  return timings;
+}
+
 TEST(Calibration, FitPredictsItsMeasurementsAndKeepsConsistentCorrections) {
   const auto r = fit(synthetic_timings());
   EXPECT_LT(r.fitted_error, 0.05) << "within the noise";
@@ -728,11 +741,7 @@ TEST(Calibration, AConsistentStepAtOneSizeIsKept) {
         at = bytes;
   }
   ASSERT_NE(at, 0u) << "no inner size with a runner-up within 1.5x";
-  auto timings = synthetic_timings();
-  for (auto& t : timings)
-    if (t.collective == Collective::reduce_scatter && t.algorithm == picked && t.bytes == at)
-      for (double& run : t.runs_us) run *= 1.6;
-  const auto r = fit(timings);
+  const auto r = fit(deviating(Collective::reduce_scatter, picked, {{at, 1.6}}));
   const auto correction = [&](const LinkModel& links, double bytes) {
     return links.correction(Collective::reduce_scatter, picked, bytes);
   };
@@ -749,12 +758,8 @@ TEST(Calibration, AnEndKeepsItsOwnConsistentDeviation) {
   // The largest size and its neighbour measure below the formula, the size before them far below (a lone
   // dip): the line through the raw inner residuals would point up and cancel the end's correction, the
   // line through their medians does not (the emulated 3-level cluster's paro_cc reduce-scatter, 16 MiB).
-  auto timings = synthetic_timings();
-  for (auto& t : timings)
-    if (t.collective == Collective::reduce_scatter && t.algorithm == Algorithm::paro_cc)
-      for (double& run : t.runs_us)
-        run *= t.bytes == (1 << 20) ? 0.70 : t.bytes == (1 << 22) ? 0.95 : t.bytes == (1 << 24) ? 0.89 : 1;
-  const auto r = fit(timings);
+  const auto r = fit(
+      deviating(Collective::reduce_scatter, Algorithm::paro_cc, {{1 << 20, 0.70}, {1 << 22, 0.95}, {1 << 24, 0.89}}));
   for (double bytes : {16.0 * (1 << 20), 256.0 * (1 << 20)})
     EXPECT_NEAR(r.model.correction(Collective::reduce_scatter, Algorithm::paro_cc, bytes), 0.89, 0.03) << bytes;
 }
@@ -764,11 +769,7 @@ TEST(Calibration, TheSmallestSizeKeepsAFastMeasurement) {
   // the joint fit misses), every run alike. The line through the inner sizes would hold the 1 KiB
   // correction near 0.8 and the pick on another algorithm; a busy machine cannot make a call fast, so the
   // smallest size keeps what it measured, and ring, now the fastest there, is picked.
-  auto timings = synthetic_timings();
-  for (auto& t : timings)
-    if (t.collective == Collective::reduce_scatter && t.algorithm == Algorithm::ring)
-      for (double& run : t.runs_us) run *= t.bytes == 1024 ? 0.33 : t.bytes == 4096 ? 0.8 : 1;
-  const auto r = fit(timings);
+  const auto r = fit(deviating(Collective::reduce_scatter, Algorithm::ring, {{1024, 0.33}, {4096, 0.8}}));
   EXPECT_NEAR(r.model.correction(Collective::reduce_scatter, Algorithm::ring, 1024), 0.33, 0.05);
   EXPECT_NEAR(r.model.correction(Collective::reduce_scatter, Algorithm::ring, 256), 0.33, 0.05) << "held below";
   const auto pick_at_1k = [](const LinkModel& links) {
@@ -784,12 +785,8 @@ TEST(Calibration, TheLargestSizeKeepsAFastMeasurement) {
   // run alike (a link the fit took from the smaller sizes, wrong where it takes over, as every paro
   // algorithm's on the emulated 3-level cluster). The line through the inner sizes would hold the end near
   // 1; a busy machine cannot make a call fast, so 16 MiB keeps what it measured, for every size beyond.
-  auto timings = synthetic_timings();
-  for (auto& t : timings)
-    if (t.collective == Collective::reduce_scatter && t.algorithm == Algorithm::mics_hcs)
-      for (double& run : t.runs_us)
-        run *= t.bytes == (1 << 20) ? 1.25 : t.bytes == (1 << 22) ? 1.1 : t.bytes == (1 << 24) ? 0.6 : 1;
-  const auto r = fit(timings);
+  const auto r = fit(
+      deviating(Collective::reduce_scatter, Algorithm::mics_hcs, {{1 << 20, 1.25}, {1 << 22, 1.1}, {1 << 24, 0.6}}));
   for (double bytes : {16.0 * (1 << 20), 256.0 * (1 << 20)})
     EXPECT_NEAR(r.model.correction(Collective::reduce_scatter, Algorithm::mics_hcs, bytes), 0.6, 0.05) << bytes;
   const auto pick_at_16m = [](const LinkModel& links) {
