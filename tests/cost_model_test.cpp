@@ -328,7 +328,7 @@ TEST(Predictions, TogetherOverSeveralWindowsOverlapsTheUnitWithTheRail) {
     for (Collective c : {Collective::all_gather, Collective::reduce_scatter}) {
       auto rail_alone = model.direct(c, g, 1, block, rail);
       auto unit = [&](int shards) { return model.direct(c, 2, shards, block, node); };
-      ASSERT_LT(unit(17), model.direct(c, 8, 1, block, rail)) << "the unit is the faster than a window";
+      ASSERT_LT(unit(17), model.direct(c, 8, 1, block, rail)) << "the unit is faster than a window";
       const double want = g == 17                       ? rail_alone + unit(17)
                           : c == Collective::all_gather ? rail_alone + unit(g - 1 - 32)
                                                         : unit(16) + rail_alone;

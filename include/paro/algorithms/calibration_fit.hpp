@@ -221,21 +221,19 @@ FitReport fit_cost_model(const LinkModel& start, const CostModel& in_use, const 
         // cluster measured 2.0-2.3x its formula at 4 KiB and 1.5-1.9x at 16 KiB in four calibrations of
         // four; taken at the median it was picked at 4 KiB in three of them and ran 1.37-1.54x ring's time).
         if (std::abs(residual[i] - inner(i)) > std::log(spike_factor)) smooth = inner(i);
-      } else if (n >= 3) {
+      } else if (n >= 3 && residual[i] >= 0) {
         // At an end, the missing neighbour is the line through the two inner sizes' medians, so that a
         // trend reaches the end and a lone deviation there does not, nor one next to it (which would point
         // the line). An end then goes no further from 1 than its own measurement: its correction holds for
-        // every size beyond. An end keeps its own measurement where that is faster than its formula: a busy
-        // machine slows a call but cannot speed one up, so a fast point there is no spike. At the smallest
+        // every size beyond. An end faster than its formula keeps its own residual (smooth as set above): a
+        // busy machine slows a call but cannot speed one up, so a fast point there is no spike. At the smallest
         // size it is the per-call overhead that the joint fit, driven by the larger sizes, misses (ring's
         // reduce-scatter at 1 KiB measured a third of its formula in every calibration here); at the largest,
         // where a link the fit got wrong from the smaller sizes takes over (on the emulated 3-level cluster
         // every paro algorithm at 16 MiB measured 0.59-0.91x its formula, after 1.1x at 4 MiB: held at 1,
         // ring was picked there at 1.5x paro_cc's time).
         const std::size_t a = i == 0 ? 1 : n - 2, b = i == 0 ? 2 : n - 3;
-        smooth = median({residual[a], residual[i], 2 * inner(a) - inner(b)});
-        smooth = std::clamp(smooth, std::min(0.0, residual[i]), std::max(0.0, residual[i]));
-        if (residual[i] < 0) smooth = residual[i];
+        smooth = std::clamp(median({residual[a], residual[i], 2 * inner(a) - inner(b)}), 0.0, residual[i]);
       }
       const double noise = std::max(min_noise, noise_factor * points[i]->noise);
       double c = std::abs(smooth) <= std::log1p(noise) ? 0 : smooth;
