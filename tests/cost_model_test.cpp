@@ -227,31 +227,71 @@ TEST(Choice, HierarchicalOverlapWinsLargeMessagesOnSlowLinks) {
       MiB64);
 }
 
-// Where paro_cc's lanes run inline (one thread per rank, as under SMPI), the model drops its pipeline:
-// one piece, and no faster than with lanes on threads.
-TEST(Predictions, InlineLanesRunNoPipeline) {
-  const CostModel model(slow_nic(paro::NicModel::shared), slow_nic(paro::NicModel::shared));
+// Where paro_cc's lanes run inline (one thread per rank, as under SMPI), one shard at a time runs no
+// pipeline (one piece), and together cuts the blocks into the pieces predicted fastest; the all-reduce is
+// the reduce-scatter and then the all-gather of the same buffer, in the same pieces. Neither is faster
+// than lanes on threads here.
+TEST(Predictions, InlineLanesPipelineOnlyWhereLevelsGoTogether) {
+  const LinkModel links = slow_nic(paro::NicModel::shared);
+  const CostModel model(links, links), rings_only(links, links, 0);
   CostShape inline_lanes = two_by_four();
   inline_lanes.lanes = paro::algorithms::LaneChoice::inline_only;
-  const auto inline_ar = Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, inline_lanes);
-  EXPECT_EQ(inline_ar.pipeline_chunk_bytes, MiB64);
-  EXPECT_GT(inline_ar.time_us,
-            Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()).time_us);
-  for (Collective c : {Collective::all_gather, Collective::reduce_scatter})
-    EXPECT_EQ(Builtin::predict(model, Algorithm::paro_cc, c, MiB64, inline_lanes).pipeline_chunk_bytes, MiB64)
+  const double block = MiB64 / 8.0;
+  for (Collective c : paro::all_collectives) {
+    const auto one_at_a_time = Builtin::predict(rings_only, Algorithm::paro_cc, c, MiB64, inline_lanes);
+    EXPECT_FALSE(one_at_a_time.together) << paro::name_of(c);
+    EXPECT_EQ(one_at_a_time.pipeline_chunk_bytes, MiB64) << paro::name_of(c);
+    const auto p = Builtin::predict(model, Algorithm::paro_cc, c, MiB64, inline_lanes);
+    ASSERT_TRUE(p.together) << paro::name_of(c);
+    const double pieces = MiB64 / static_cast<double>(p.pipeline_chunk_bytes);
+    EXPECT_GT(pieces, 1) << paro::name_of(c);
+    auto together = [&](double k) {
+      double t = 0;
+      for (Collective half : c == Collective::all_reduce
+                                 ? std::vector<Collective>{Collective::reduce_scatter, Collective::all_gather}
+                                 : std::vector<Collective>{c})
+        t += model.together(half, inline_lanes, block, k);
+      return t;
+    };
+    EXPECT_NEAR(p.time_us, together(pieces), 1e-9 * p.time_us) << paro::name_of(c);
+    for (double other = 1; other <= 64; other *= 2) EXPECT_LE(p.time_us, together(other)) << other;
+    EXPECT_GT(p.time_us, Builtin::predict(model, Algorithm::paro_cc, c, MiB64, two_by_four()).time_us)
         << paro::name_of(c);
-  // Inline, the all-reduce is paro_cc's reduce-scatter and then its all-gather of the same buffer.
-  double halves = 0;
-  for (Collective c : {Collective::reduce_scatter, Collective::all_gather})
-    halves += Builtin::predict(model, Algorithm::paro_cc, c, MiB64, inline_lanes).time_us;
-  EXPECT_NEAR(inline_ar.time_us, halves, 1e-9 * halves);
+  }
 }
 
-// With one thread per rank, paro_cc either exchanges each level's shards together (one latency per level)
-// or lets the rail deliver one shard at a time while the unit moves the ones that arrived: whichever the
-// all-gather's prediction finds faster, for every collective. With a NIC per rank, together while
-// latency dominates (4 nodes: one at a time, a node pays its latency for each of 3 shards that land at
-// once); for large blocks one at a time, since together the unit waits for the whole rail.
+// Together in pieces, one window per rail: the all-gather's unit moves piece k-1 while the rail carries
+// piece k, so it takes the rail's first piece, then the slower of the two per piece, then the unit's last;
+// the reduce-scatter the same, the unit first. One piece: the rail, then the unit.
+TEST(Predictions, TogetherInPiecesPipelinesTheLevels) {
+  LinkModel per_rank = slow_nic(paro::NicModel::per_rank);
+  per_rank.intra.latency_us = 1;
+  per_rank.inter.latency_us = 5;
+  const CostModel model(per_rank, per_rank);
+  CostShape s = two_by_four();
+  s.units = {4};
+  s.nodes = 4;
+  s.ranks_per_node = 2;
+  s.lanes = paro::algorithms::LaneChoice::inline_only;
+  s.nic_flows = 1;
+  const double block = 1 << 20;
+  const CostModel::Hop rail = model.rail_hop(s, 0), node = model.leaf_hop(s);
+  for (Collective c : {Collective::all_gather, Collective::reduce_scatter})
+    for (double pieces : {1.0, 2.0, 4.0, 8.0}) {
+      const double r = model.direct(c, 4, 1, block / pieces, rail), u = model.direct(c, 2, 4, block / pieces, node);
+      const double want = r + (pieces - 1) * std::max(r, u) + u;
+      EXPECT_NEAR(model.together(c, s, block, pieces), want, 1e-9 * want) << paro::name_of(c) << " " << pieces;
+    }
+  EXPECT_LT(model.together_pieces(Collective::all_gather, s, block).time_us,
+            model.together(Collective::all_gather, s, block));
+}
+
+// With one thread per rank, paro_cc either exchanges each level's shards together (one latency per level,
+// in the pieces predicted fastest) or lets the rail deliver one shard at a time while the unit moves the
+// ones that arrived: whichever the all-gather's prediction finds faster, for every collective. With a NIC
+// per rank, together while latency dominates (4 nodes: one at a time, a node pays its latency for each of
+// 3 shards that land at once), and for large blocks together in pieces, whose unit moves piece k-1 while
+// the rail carries piece k.
 TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
   CostShape s = two_by_four();
   s.units = {4};
@@ -269,16 +309,17 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
       auto one_at_a_time = [&](Collective k) {
         return own.pipelined(k, s, block, CostModel::Overlap::inline_lanes).time_us;
       };
-      const bool together = own.together(Collective::all_gather, s, block) <= one_at_a_time(Collective::all_gather);
-      double want = 0;
-      for (Collective half : c == Collective::all_reduce
-                                 ? std::vector<Collective>{Collective::reduce_scatter, Collective::all_gather}
-                                 : std::vector<Collective>{c})
-        want += together ? own.together(half, s, block) : one_at_a_time(half);
+      const bool together =
+          own.together_pieces(Collective::all_gather, s, block).time_us <= one_at_a_time(Collective::all_gather);
+      const double want = together ? own.together_pieces(c, s, block).time_us
+                          : c == Collective::all_reduce
+                              ? one_at_a_time(Collective::reduce_scatter) + one_at_a_time(Collective::all_gather)
+                              : one_at_a_time(c);
       const auto p = Builtin::predict(own, Algorithm::paro_cc, c, bytes, s);
       EXPECT_NEAR(p.time_us, want, 1e-9 * want) << paro::name_of(c) << " " << bytes;
       EXPECT_EQ(p.together, together) << paro::name_of(c) << " " << bytes;
-      EXPECT_EQ(p.together, bytes == 4096) << paro::name_of(c) << " " << bytes;
+      EXPECT_TRUE(p.together) << paro::name_of(c) << " " << bytes;
+      EXPECT_EQ(p.pipeline_chunk_bytes < bytes, bytes == MiB64) << paro::name_of(c) << " " << bytes;
       // PARO_DIRECT_MAX=0: rings only, never together.
       EXPECT_FALSE(Builtin::predict(rings_only, Algorithm::paro_cc, c, bytes, s).together) << paro::name_of(c);
     }
@@ -354,9 +395,8 @@ TEST(Predictions, AnInlineRingRailMakesTheNextShardWhileItsPartialMoves) {
   const CostModel::Hop rail = model.rail_hop(s, 0);
   const double step = rail.alpha + block * rail.beta;
   ASSERT_GT(step, shard);
-  const auto p = Builtin::predict(model, Algorithm::paro_cc, Collective::reduce_scatter, MiB64, s);
-  ASSERT_FALSE(p.together);
-  EXPECT_NEAR(p.time_us, shard + 3 * (step + model.reduce_us(block)), 1e-9 * p.time_us);
+  const double t = model.pipelined(Collective::reduce_scatter, s, block, CostModel::Overlap::inline_lanes).time_us;
+  EXPECT_NEAR(t, shard + 3 * (step + model.reduce_us(block)), 1e-9 * t);
 }
 
 // A direct rail's reduce-scatter makes my own shard once the others' partials have left, while they fly
@@ -374,8 +414,7 @@ TEST(Predictions, ADirectRailMakesMyOwnShardWhileThePartialsFly) {
 }
 
 // PARO_LANES=auto: per call, paro_cc's lanes run on threads or inline, whichever is predicted faster.
-// Waking lane threads costs every call the same, so small calls run inline; the all-reduce's pipeline
-// needs threads, so a large one runs on them.
+// Waking lane threads costs every call the same, so small calls run inline.
 TEST(Predictions, LanesRunInlineWherePredictedFaster) {
   LinkModel links = slow_nic(paro::NicModel::shared);
   links.lane_us = 100;
@@ -398,8 +437,6 @@ TEST(Predictions, LanesRunInlineWherePredictedFaster) {
         EXPECT_TRUE(p.lanes_inline) << paro::name_of(c);
       }
     }
-  EXPECT_FALSE(Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, either).lanes_inline);
-  // Measured inline at 3x its formula, the all-gather at 64 KiB goes back to threads, and its prediction
   // carries the inline correction no more.
   const std::size_t KiB64 = 65536;
   LinkModel measured = links;

@@ -107,14 +107,17 @@ TEST(HierarchicalLarge, PipelinedChunks) {
 // backends without concurrent communicators get) and by level schedule (PARO_DIRECT_MAX=0: rings
 // everywhere; 1M: direct exchanges, inline either each level's shards together or one at a time), on two
 // to four levels, uneven and cyclic groups, and blocks of many ring chunks, so that hooks run between the
-// chunks of a step.
-using LanesParam = std::tuple<const char*, const char*, const char*>;  // PARO_LANES, _DIRECT_MAX, _CC_TOGETHER
+// chunks of a step. Together with PARO_CC_CHUNK=1K the blocks are cut into pieces that flow through the
+// levels at once (an all-gather of 100 floats per rank on 8 ranks: 4 pieces; of 5000: 157).
+using LanesParam = std::tuple<const char*, const char*, const char*, const char*>;  // PARO_LANES, _DIRECT_MAX,
+                                                                                    // _CC_TOGETHER, _CC_CHUNK
 class HierarchicalLanes : public ::testing::TestWithParam<LanesParam> {};
 
 TEST_P(HierarchicalLanes, ParoCcExact) {
   setenv("PARO_LANES", std::get<0>(GetParam()), 1);
   setenv("PARO_DIRECT_MAX", std::get<1>(GetParam()), 1);
   setenv("PARO_CC_TOGETHER", std::get<2>(GetParam()), 1);
+  setenv("PARO_CC_CHUNK", std::get<3>(GetParam()), 1);
   setenv("PARO_RING_CHUNK", "4K", 1);
   for (const char* emulate : {"nodes=2,ranks=4", "nodes=3,ranks=3,order=cyclic", "nodes=2,ranks=3:5",
                               "switches=2,nodes=2,ranks=2", "pods=2,switches=2,nodes=2,ranks=2"}) {
@@ -127,6 +130,7 @@ TEST_P(HierarchicalLanes, ParoCcExact) {
     EXPECT_TRUE(failures.empty()) << emulate << "\n" << paro::testing::first_lines(failures);
   }
   unsetenv("PARO_RING_CHUNK");
+  unsetenv("PARO_CC_CHUNK");
   unsetenv("PARO_CC_TOGETHER");
   unsetenv("PARO_DIRECT_MAX");
   unsetenv("PARO_LANES");
@@ -135,32 +139,38 @@ TEST_P(HierarchicalLanes, ParoCcExact) {
 // The default (auto: threads or inline per call, as the cost model predicts faster), which every other
 // test here runs, takes inline lanes for calls this small.
 INSTANTIATE_TEST_SUITE_P(LanesAndSchedules, HierarchicalLanes,
-                         ::testing::Values(LanesParam{"threads", "0", "0"}, LanesParam{"threads", "256K", "0"},
-                                           LanesParam{"inline", "0", "0"}, LanesParam{"inline", "1M", "1"},
-                                           LanesParam{"inline", "1M", "0"}));
+                         ::testing::Values(LanesParam{"threads", "0", "0", "0"},
+                                           LanesParam{"threads", "256K", "0", "0"}, LanesParam{"inline", "0", "0", "0"},
+                                           LanesParam{"inline", "1M", "1", "0"}, LanesParam{"inline", "1M", "1", "1K"},
+                                           LanesParam{"inline", "1M", "0", "0"}));
 
 // Inline lanes together over rails of more units than direct exchanges in flight (16): my unit moves the
 // units' shards in batches of a window while the rail's next window flies (paro_cc.hpp, rail_batches);
-// 18 units: two windows, 34: three.
+// 18 units: two windows, 34: three; whole, and in pieces (PARO_CC_CHUNK=1K: 43 for 300 floats per rank on
+// 36 ranks).
 TEST(HierarchicalBatches, ParoCcExactOverSeveralWindows) {
   setenv("PARO_LANES", "inline", 1);
   setenv("PARO_DIRECT_MAX", "1M", 1);
   setenv("PARO_CC_TOGETHER", "1", 1);
-  for (const char* emulate : {"nodes=18,ranks=2", "nodes=34,ranks=2"}) {
-    auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
-      std::vector<std::string> f;
-      for (Collective coll : all_collectives)
-        for (auto dt : {paro::DataType::f32, paro::DataType::i32})
-          for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{300}})
-            for (bool in_place : {false, true}) {
-              auto msg =
-                  paro::testing::run_case(comm, {coll, Algorithm::paro_cc, dt, paro::ReduceOp::sum, count, in_place});
-              if (!msg.empty()) f.push_back(msg);
-            }
-      return f;
-    });
-    EXPECT_TRUE(failures.empty()) << emulate << "\n" << paro::testing::first_lines(failures);
-  }
+  for (const char* chunk : {"0", "1K"})
+    for (const char* emulate : {"nodes=18,ranks=2", "nodes=34,ranks=2"}) {
+      setenv("PARO_CC_CHUNK", chunk, 1);
+      auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
+        std::vector<std::string> f;
+        for (Collective coll : all_collectives)
+          for (auto dt : {paro::DataType::f32, paro::DataType::i32})
+            for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{300}})
+              for (bool in_place : {false, true}) {
+                auto msg =
+                    paro::testing::run_case(comm, {coll, Algorithm::paro_cc, dt, paro::ReduceOp::sum, count, in_place});
+                if (!msg.empty()) f.push_back(msg);
+              }
+        return f;
+      });
+      EXPECT_TRUE(failures.empty()) << emulate << " PARO_CC_CHUNK=" << chunk << "\n"
+                                    << paro::testing::first_lines(failures);
+    }
+  unsetenv("PARO_CC_CHUNK");
   unsetenv("PARO_CC_TOGETHER");
   unsetenv("PARO_DIRECT_MAX");
   unsetenv("PARO_LANES");

@@ -279,8 +279,8 @@ class Communicator {
       p.ring = self.tuning_.ring;
       p.direct_max_bytes = self.tuning_.direct_max_bytes;
       p.concurrent = !plan.lanes_inline;
-      // Lanes that run one after the other gain nothing from a pipeline, and every piece costs its latency.
-      p.pipeline_chunk_bytes = p.concurrent ? plan.pipeline_chunk_bytes : 0;
+      // Inline lanes pipeline only where their levels exchange their shards together (paro_cc.hpp).
+      p.pipeline_chunk_bytes = plan.pipeline_chunk_bytes;
       p.together = plan.together;
       return p;
     }

@@ -539,51 +539,128 @@ class CostModel {
   // paro_cc on the caller's thread: each level exchanges all its shards at once (together), or the rail
   // delivers one shard at a time and my unit moves each as it arrives, through the rail's hooks, whichever
   // the all-gather's prediction finds faster. Together pays a level's latency once instead of once per
-  // shard, but the unit starts only when the rail is done: where the unit's links are not much faster
-  // than the rail's (a NIC per rank), one shard at a time wins for large blocks. A reduce-scatter sends
-  // the all-gather's messages in reverse, so it takes the same choice, and so does the all-reduce, its
-  // reduce-scatter then its all-gather. PARO_DIRECT_MAX=0 (rings only) rules out together.
+  // shard, but the unit starts only when the rail is done, unless the blocks are cut into pieces that
+  // flow through the levels at once (each piece paying every level's latencies): where the unit's links
+  // are not much faster than the rail's (a NIC per rank), one shard at a time can win for large blocks. A
+  // reduce-scatter sends the all-gather's messages in reverse, so it takes the same choice, and so does the
+  // all-reduce, its reduce-scatter then its all-gather. PARO_DIRECT_MAX=0 (rings only) rules out together.
   Prediction inline_lanes(Collective c, const CostShape& s, double block) const {
     auto one_at_a_time = [&](Collective k) { return pipelined(k, s, block, Overlap::inline_lanes).time_us; };
-    const bool at_once =
-        direct_max_ > 0 && together(Collective::all_gather, s, block) <= one_at_a_time(Collective::all_gather);
-    auto time = [&](Collective k) { return at_once ? together(k, s, block) : one_at_a_time(k); };
-    const double t =
-        c == Collective::all_reduce ? time(Collective::reduce_scatter) + time(Collective::all_gather) : time(c);
-    return {t, static_cast<std::size_t>(block * s.ranks), /*lanes_inline=*/true, at_once};
+    const bool at_once = direct_max_ > 0 && together_pieces(Collective::all_gather, s, block).time_us <=
+                                                one_at_a_time(Collective::all_gather);
+    if (at_once) {
+      Prediction p = together_pieces(c, s, block);
+      p.lanes_inline = p.together = true;
+      return p;
+    }
+    const double t = c == Collective::all_reduce
+                         ? one_at_a_time(Collective::reduce_scatter) + one_at_a_time(Collective::all_gather)
+                         : one_at_a_time(c);
+    return {t, static_cast<std::size_t>(block * s.ranks), /*lanes_inline=*/true, false};
+  }
+
+  // together with the number of pieces predicted fastest (a power of two, pieces of at least 4 KiB per
+  // block), as a pipeline chunk of the full buffer; the all-reduce's reduce-scatter and all-gather alike.
+  Prediction together_pieces(Collective c, const CostShape& s, double block) const {
+    auto time = [&](double pieces) {
+      if (c != Collective::all_reduce) return together(c, s, block, pieces);
+      return together(Collective::reduce_scatter, s, block, pieces) +
+             together(Collective::all_gather, s, block, pieces);
+    };
+    Prediction best{time(1), static_cast<std::size_t>(block * s.ranks)};
+    for (double pieces = 2; pieces <= 64 && block / pieces >= 4096; pieces *= 2)
+      if (const double t = time(pieces); t < best.time_us)
+        best = {t, static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))};
+    return best;
   }
 
   // Inline lanes, every level direct (paro_cc.hpp, gather_together / scatter_together), whatever the
-  // block size: each level's rail moves `lists` blocks per exchange, a window of exchanges at a time, and
-  // my unit moves the units' shards in batches of a window, each batch in one exchange of the level below
-  // (which carries lists x shards blocks). The all-gather's unit gathers a batch once its window has landed
-  // (the first with my own shard), the next window flying meanwhile; the reduce-scatter's makes the first
-  // batch before the rail starts and each next one while the window before flies (the last with my own).
-  // A window is posted once the one before has landed and my unit is done with the batch before. One
-  // window (at most 17 units) is one batch: the rail, then all shards below, one latency per level.
-  double together(Collective c, const CostShape& s, double block, std::size_t level = 0, double lists = 1) const {
-    if (level == s.units.size()) return s.leaf() > 1 ? direct(c, s.leaf(), lists, block, leaf_hop(s)) : 0;
-    const int g = s.units[level];
-    const Hop h = rail_hop(s, level);
-    const int w = static_cast<int>(std::min(direct_window, g - 1.0)), windows = (g - 2) / w + 1;
-    auto exchanges = [&](int j) { return j + 1 < windows ? w : g - 1 - (windows - 1) * w; };
-    auto flight = [&](int j) { return direct(c, exchanges(j) + 1, lists, block, h); };
-    auto unit = [&](double shards) { return together(c, s, block, level + 1, lists * shards); };
-    if (c == Collective::all_gather) {
-      double posted = 0, done = 0;
-      for (int j = 0; j < windows; ++j) {
-        const double landed = posted + flight(j);
-        posted = std::max(landed, done);
-        done = posted + unit(exchanges(j) + (j == 0));
+  // block size, the blocks cut into `pieces`: the schedule's items played out on the caller's clock. The
+  // top level's items are the pieces; each level's rail moves an item's `lists` blocks per exchange, a
+  // window of exchanges at a time, and my unit moves the units' shards in batches of a window, each batch
+  // an item of the level below (lists x shards blocks per exchange). The all-gather's unit moves a batch
+  // once its window has landed (the first with my own shard), the next window flying meanwhile, and an
+  // item's last batch while the level's next item's first window flies; the reduce-scatter's makes each
+  // level's first item's first batch before the level above starts, each next batch while the window
+  // before flies, and the next item's first batch while an item's last window flies. A window is posted
+  // once the one before has landed and my unit is done with the batch before.
+  double together(Collective c, const CostShape& s, double block, double pieces = 1) const {
+    const std::size_t depth = s.units.size();
+    const bool gather = c == Collective::all_gather;
+    struct Level {
+      int g, w, windows;
+      Hop hop;
+      double nic_beta;            // per byte through my NIC; 0: the level's messages stay in the node
+      std::vector<double> items;  // lists per exchange, per item in the order they run
+      std::size_t next = 0, ready = 0;
+      int exchanges(int j) const { return j + 1 < windows ? w : g - 1 - (windows - 1) * w; }
+    };
+    const double nic_beta = hop(true, s.nic_flows).beta;
+    std::vector<Level> levels(depth + 1);
+    levels[0].items.assign(static_cast<std::size_t>(pieces), 1.0);
+    for (std::size_t x = 0; x < depth; ++x) {
+      Level& l = levels[x];
+      l.g = s.units[x];
+      l.w = static_cast<int>(std::min(direct_window, l.g - 1.0));
+      l.windows = (l.g - 2) / l.w + 1;
+      l.hop = rail_hop(s, x);
+      l.nic_beta = s.rail_inter[x] ? nic_beta : 0;
+      for (double lists : l.items)
+        for (int j = 0; j < l.windows; ++j)
+          levels[x + 1].items.push_back(lists * (l.exchanges(j) + (gather ? j == 0 : j + 1 == l.windows)));
+    }
+    const double b = block / pieces;
+    double now = 0;       // the caller's clock
+    double nic_free = 0;  // when my NIC has carried what was posted so far
+    // A flight through my NIC lands no sooner than the NIC has carried it after the flights posted before
+    // it: levels whose flights overlap share its bandwidth (a pod uplink's share limits only the top's).
+    auto lands = [&](double posted, double flight, double nic_us) {
+      if (nic_us <= 0) return posted + flight;
+      nic_free = std::max(nic_free, posted) + nic_us;
+      return std::max(posted + flight, nic_free);
+    };
+    auto run = [&](auto& self, std::size_t x) -> void {
+      Level& l = levels[x];
+      const double lists = l.items[l.next++];
+      if (x == depth) {
+        const int n = s.leaf();
+        if (n > 1)
+          now = lands(now, direct(c, n, lists, b, leaf_hop(s)), s.leaf_inter ? (n - 1) * lists * b * nic_beta : 0);
+        return;
       }
-      return done;
+      Level& below = levels[x + 1];
+      auto post = [&](int j, double at) {
+        return lands(at, direct(c, l.exchanges(j) + 1, lists, b, l.hop), l.exchanges(j) * lists * b * l.nic_beta);
+      };
+      double landed = post(0, now);
+      if (gather && below.next < below.ready) self(self, x + 1);  // the item before's last batch
+      for (int j = 0; j < l.windows; ++j) {
+        const bool last_window = j + 1 == l.windows;
+        if (gather) {
+          now = std::max(now, landed);
+          ++below.ready;
+          if (last_window) break;
+          landed = post(j + 1, now);
+          self(self, x + 1);
+        } else if (!last_window) {
+          self(self, x + 1);
+          now = std::max(landed, now);
+          landed = post(j + 1, now);
+        } else {
+          if (below.next < below.items.size()) self(self, x + 1);  // the next item's first batch
+          now = std::max(now, landed);
+        }
+      }
+    };
+    if (gather) {
+      for (double k = 0; k < pieces; ++k) run(run, 0);
+      for (std::size_t x = 1; x <= depth; ++x)
+        while (levels[x].next < levels[x].ready) run(run, x);
+    } else {
+      for (std::size_t x = depth; x >= 1; --x) run(run, x);
+      for (double k = 0; k < pieces; ++k) run(run, 0);
     }
-    double posted = unit(exchanges(0) + (windows == 1)), landed = 0;
-    for (int j = 0; j < windows; ++j) {
-      landed = posted + flight(j);
-      if (j + 1 < windows) posted = std::max(landed, posted + unit(exchanges(j + 1) + (j + 2 == windows)));
-    }
-    return landed;
+    return now;
   }
 
   // MiCS-HCS: the rail ring and a ring per unit member, one after the other; a flat ring without levels.

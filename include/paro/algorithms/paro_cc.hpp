@@ -14,8 +14,10 @@
 //   chunks that flow through the three lanes as a software pipeline.
 // Lanes run on their own threads. Where the backend cannot drive two communicators at once, one thread
 // overlaps the levels instead: my unit's steps for a shard run inside the rail's hooks, while the
-// rail's messages of that step are in flight; the all-reduce is then this reduce-scatter and all-gather
-// (the same messages, without the pipeline between its halves).
+// rail's messages of that step are in flight, or, where every level exchanges directly, each level's
+// shards together, the blocks cut into pieces that flow through the levels at once (gather_together); the
+// all-reduce is then this reduce-scatter and all-gather (the same messages, without the pipeline between
+// its halves).
 // Each level is a ring, or a direct exchange where its blocks are small (direct.hpp).
 // Uneven units (groups of different sizes) run one flat level instead, and say so in the log.
 //
@@ -23,6 +25,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "paro/algorithms/cost_model.hpp"
@@ -64,11 +67,10 @@ inline BlockList piece_of(const BlockList& blocks, std::size_t k, std::size_t pi
 }
 
 // How many pipeline pieces: the full buffer over the chunk size, at least one element per piece.
-inline std::size_t piece_count(std::size_t elements, std::size_t element_size, std::size_t max_block,
-                               std::size_t chunk_bytes) {
-  if (chunk_bytes == 0) return 1;
-  const std::size_t wanted = (elements * element_size + chunk_bytes - 1) / chunk_bytes;
-  return std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, max_block));
+inline std::size_t piece_count(const BlockList& blocks, DataType dt, const HierarchicalParams& p) {
+  if (p.pipeline_chunk_bytes == 0) return 1;
+  const std::size_t wanted = (blocks.total() * size_of(dt) + p.pipeline_chunk_bytes - 1) / p.pipeline_chunk_bytes;
+  return std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, blocks.max_count()));
 }
 
 // Whether paro_cc runs gather_together / scatter_together below: lanes inline, where the cost model
@@ -91,73 +93,155 @@ inline std::vector<std::vector<int>> rail_batches(int g, int mine, bool own_firs
   return batches;
 }
 
-// Inline lanes, every level exchanging directly (direct.hpp): a level's shards arrive a window of
-// exchanges at a time, each window at about one latency, so each level moves them in batches of a window
-// (rail_batches), one exchange per batch for every list of blocks at once, instead of one exchange per
-// shard: my unit gathers a batch while the rail's next window flies, level by level. A rail of at most one
-// window is one batch: the rail, then every unit's shard in my unit, one latency per level. Units of
-// different sizes exchange across the level.
+// Inline lanes, every level direct (direct.hpp): gather_together and scatter_together below. The work is
+// cut into items, level by level: the top level's items are the pieces of the blocks; a level's rail
+// delivers an item's units' shards a window of exchanges at a time, and my unit moves them in batches of
+// a window (rail_batches), each batch one item of the level below, which carries every list of every
+// shard of the batch in one exchange. An item's last batch waits for the level's next item: the
+// all-gather moves it while that item's first window flies, the reduce-scatter makes the next item's first
+// batch while this item's last window flies. So with several pieces every level's links work at once:
+// the top's rail on piece k, the level below on piece k-1, and so on down. CostModel::together plays the
+// same items out.
+struct TogetherItem {
+  std::vector<BlockList> lists;   // one per shard, over the level's members
+  std::vector<BlockList> rails;   // the rail's blocks: all-gather in the buffer, reduce-scatter in the scratch
+  std::vector<std::size_t> outs;  // reduce-scatter below the top: where each list's block of mine goes (scratch)
+};
+
 template <class T>
-void gather_together(Hierarchy<T>& h, char* buf, const std::vector<BlockList>& lists, DataType dt) {
-  if (h.flat() || !h.even()) return direct_all_gather(h.comm, buf, lists.data(), lists.size(), dt);
-  const int g = h.unit_count();
-  std::vector<BlockList> rails;
-  for (const BlockList& l : lists) rails.push_back(rail_blocks(h, l));
-  const std::vector<std::vector<int>> batches = rail_batches(g, h.my_unit, /*own_first=*/true);
-  std::size_t gathered = 0;
-  activity::LevelScope level("the rail", g);
-  direct_all_gather(h.rail, buf, rails.data(), rails.size(), dt, [&](int u) {
-    const std::vector<int>& batch = batches[gathered];
-    if (u != batch.back()) return;
-    std::vector<BlockList> shards;
-    for (const BlockList& l : lists)
-      for (int v : batch) shards.push_back(unit_blocks(h, l, v));
-    ++gathered;
+struct TogetherLevel {
+  Hierarchy<T>* h;
+  std::vector<TogetherItem> items;  // in the order they run
+  std::size_t next = 0;             // the next item to run
+  std::size_t ready = 0;            // all-gather: items whose shards have all arrived from the level above
+  // The last level exchanges across all its members: a flat one, or units of different sizes.
+  bool last() const { return h->flat() || !h->even(); }
+};
+
+// The items of every level below `top`'s, top first, with their rails. A reduce-scatter's rails reduce
+// from one scratch of `scratch_elements`, each list's partials packed in rail order.
+template <class T>
+std::vector<TogetherLevel<T>> together_levels(Hierarchy<T>& h, std::vector<TogetherItem> top, bool reduce,
+                                              std::size_t& scratch_elements) {
+  std::vector<TogetherLevel<T>> levels{{&h, std::move(top)}};
+  scratch_elements = 0;
+  for (std::size_t x = 0; !levels[x].last(); ++x) {
+    Hierarchy<T>& level = *levels[x].h;
+    for (TogetherItem& item : levels[x].items)
+      for (const BlockList& l : item.lists) {
+        BlockList rail = rail_blocks(level, l);
+        if (reduce) {
+          BlockList in_scratch;
+          for (int u = 0; u < rail.blocks(); ++u) {
+            in_scratch.add(scratch_elements, rail.count(u));
+            scratch_elements += rail.count(u);
+          }
+          rail = std::move(in_scratch);
+        }
+        item.rails.push_back(std::move(rail));
+      }
+    TogetherLevel<T> below{level.unit.get(), {}};
+    for (const TogetherItem& item : levels[x].items)
+      for (const std::vector<int>& batch : rail_batches(level.unit_count(), level.my_unit, /*own_first=*/!reduce)) {
+        TogetherItem shards;
+        for (std::size_t l = 0; l < item.lists.size(); ++l)
+          for (int u : batch) {
+            shards.lists.push_back(unit_blocks(level, item.lists[l], u));
+            if (reduce) shards.outs.push_back(item.rails[l].offset(u));
+          }
+        below.items.push_back(std::move(shards));
+      }
+    levels.push_back(std::move(below));
+  }
+  return levels;
+}
+
+// Runs level x's next item: its rail, and my unit's batches of it (and the item before's last) in its hooks.
+template <class T>
+void run_gather(std::vector<TogetherLevel<T>>& levels, std::size_t x, char* buf, DataType dt) {
+  TogetherLevel<T>& level = levels[x];
+  const TogetherItem& item = level.items[level.next++];
+  Hierarchy<T>& h = *level.h;
+  if (level.last()) return direct_all_gather(h.comm, buf, item.lists.data(), item.lists.size(), dt);
+  TogetherLevel<T>& below = levels[x + 1];
+  auto unit = [&] {
     activity::LevelScope unit_level("the unit", h.unit_size());
-    gather_together(*h.unit, buf, shards, dt);
+    run_gather(levels, x + 1, buf, dt);
+  };
+  const auto batches = rail_batches(h.unit_count(), h.my_unit, /*own_first=*/true);
+  std::size_t landed = 0;
+  bool first = true;
+  activity::LevelScope rail_level("the rail", h.unit_count());
+  direct_all_gather(h.rail, buf, item.rails.data(), item.rails.size(), dt, [&](int u) {
+    if (std::exchange(first, false) && below.next < below.ready) unit();
+    if (u != batches[landed].back()) return;
+    ++below.ready;
+    if (++landed < batches.size()) unit();
   });
 }
 
-// The reverse, for reduce-scatter: my unit reduces a batch of units' shards of every list together, level
-// by level below, into partials packed per list in rail order, the first batch before the rail starts and
-// each later one while the rail's window before it flies; the rail reduces each list's partials across
-// units into outs[l] (op is never avg here: the caller divides once). The receive slots of the rail's
-// exchanges take about as much scratch as the input.
 template <class T>
-void scatter_together(Hierarchy<T>& h, const char* in, const std::vector<BlockList>& lists,
-                      const std::vector<char*>& outs, DataType dt, ReduceOp op) {
-  if (h.flat() || !h.even()) return direct_reduce_scatter(h.comm, in, outs.data(), lists.data(), lists.size(), dt, op);
-  const std::size_t esize = size_of(dt);
-  const int g = h.unit_count();
-  std::vector<BlockList> rails;
-  std::size_t total = 0;
-  for (const BlockList& l : lists) {
-    const BlockList mine = packed(rail_blocks(h, l));
-    BlockList rail;
-    for (int u = 0; u < mine.blocks(); ++u) rail.add(total + mine.offset(u), mine.count(u));
-    total += mine.total();
-    rails.push_back(std::move(rail));
-  }
-  auto scratch = h.comm.allocate(total * esize);
-  const std::vector<std::vector<int>> batches = rail_batches(g, h.my_unit, /*own_first=*/false);
-  std::size_t made = 0;
-  auto make_next = [&] {
-    std::vector<BlockList> shards;
-    std::vector<char*> partials;
-    for (std::size_t i = 0; i < lists.size(); ++i)
-      for (int u : batches[made]) {
-        shards.push_back(unit_blocks(h, lists[i], u));
-        partials.push_back(scratch.data() + rails[i].offset(u) * esize);
-      }
-    ++made;
+void gather_together(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataType dt, std::size_t pieces) {
+  std::vector<TogetherItem> top(pieces);
+  for (std::size_t k = 0; k < pieces; ++k) top[k].lists = {piece_of(blocks, k, pieces)};
+  std::size_t no_scratch = 0;
+  auto levels = together_levels(h, std::move(top), /*reduce=*/false, no_scratch);
+  for (std::size_t k = 0; k < pieces; ++k) run_gather(levels, 0, buf, dt);
+  for (std::size_t x = 1; x < levels.size(); ++x)
+    while (levels[x].next < levels[x].ready) run_gather(levels, x, buf, dt);
+}
+
+// Runs level x's next item, whose first batch my unit has made: the rest, and the level's next item's
+// first batch, are made once the sends before them are on their way.
+template <class T>
+void run_scatter(std::vector<TogetherLevel<T>>& levels, std::size_t x, const char* in, char* scratch,
+                 const std::vector<char*>& top_outs, DataType dt, ReduceOp op) {
+  TogetherLevel<T>& level = levels[x];
+  const TogetherItem& item = level.items[level.next];
+  std::vector<char*> outs;
+  if (x == 0) outs = {top_outs[level.next]};
+  for (std::size_t at : item.outs) outs.push_back(scratch + at * size_of(dt));
+  ++level.next;
+  Hierarchy<T>& h = *level.h;
+  if (level.last()) return direct_reduce_scatter(h.comm, in, outs.data(), item.lists.data(), item.lists.size(), dt, op);
+  TogetherLevel<T>& below = levels[x + 1];
+  auto unit = [&] {
     activity::LevelScope unit_level("the unit", h.unit_size());
-    scatter_together(*h.unit, in, shards, partials, dt, op);
+    run_scatter(levels, x + 1, in, scratch, top_outs, dt, op);
   };
-  make_next();
-  activity::LevelScope level("the rail", g);
-  direct_reduce_scatter(h.rail, scratch.data(), outs.data(), rails.data(), rails.size(), dt, op, NoHook{}, [&](int u) {
-    if (made < batches.size() && u == batches[made - 1].back()) make_next();
-  });
+  const int g = h.unit_count(), last_sent = before(h.my_unit, g - 1, g);
+  const auto batches = rail_batches(g, h.my_unit, /*own_first=*/false);
+  std::size_t made = 1;
+  activity::LevelScope rail_level("the rail", g);
+  auto after_send = [&](int u) {
+    if (made < batches.size()) {
+      if (u == batches[made - 1].back()) ++made, unit();
+    } else if (u == last_sent && below.next < below.items.size()) {
+      unit();
+    }
+  };
+  direct_reduce_scatter(h.rail, scratch, outs.data(), item.rails.data(), item.rails.size(), dt, op, NoHook{},
+                        after_send);
+}
+
+// Reduces the blocks of `in` (block r destined to comm rank r) and writes this rank's to `out`, which may
+// be its own block of `in`. op is never avg here: the caller divides once.
+template <class T>
+void scatter_together(Hierarchy<T>& h, const char* in, const BlockList& blocks, char* out, DataType dt, ReduceOp op,
+                      std::size_t pieces) {
+  const BlockLayout my_pieces = BlockLayout::balanced(static_cast<int>(pieces), blocks.count(h.comm.rank()));
+  std::vector<TogetherItem> top(pieces);
+  std::vector<char*> top_outs;
+  for (std::size_t k = 0; k < pieces; ++k) {
+    top[k].lists = {piece_of(blocks, k, pieces)};
+    top_outs.push_back(out + my_pieces.offset(static_cast<int>(k)) * size_of(dt));
+  }
+  std::size_t scratch_elements = 0;
+  auto levels = together_levels(h, std::move(top), /*reduce=*/true, scratch_elements);
+  auto scratch = h.comm.allocate(scratch_elements * size_of(dt));
+  // Every level's first item's first batch before the level above starts (deepest first).
+  for (std::size_t x = levels.size(); x-- > 1;) run_scatter(levels, x, in, scratch.data(), top_outs, dt, op);
+  for (std::size_t k = 0; k < pieces; ++k) run_scatter(levels, 0, in, scratch.data(), top_outs, dt, op);
 }
 
 // The levels below the top of one pipelined call run each piece whole.
@@ -173,7 +257,7 @@ template <class T>
 void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataType dt, const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
   if (hd::flat_path(h, "paro all_gather")) return level_all_gather(h.comm, buf, blocks, dt, p.ring, p.direct_max_bytes);
-  if (hd::runs_together(p)) return hd::gather_together(h, buf, {blocks}, dt);
+  if (hd::runs_together(p)) return hd::gather_together(h, buf, blocks, dt, hd::piece_count(blocks, dt, p));
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
   auto shard = [&](const BlockList& piece, int u) {
@@ -193,7 +277,7 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
   }
   // Rail block u is unit u's shard.
   if (!p.concurrent) return rail(blocks, [&](int u) { shard(blocks, u); });
-  const std::size_t pieces = hd::piece_count(blocks.total(), size_of(dt), blocks.max_count(), p.pipeline_chunk_bytes);
+  const std::size_t pieces = hd::piece_count(blocks, dt, p);
   Progress arrived;  // shards in place, piece by piece in the ring's order mine, mine-1, mine-2, ...
   run_lanes(
       /*concurrent=*/true, {&arrived},
@@ -217,7 +301,7 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
   namespace hd = hierarchical_detail;
   if (hd::flat_path(h, "paro reduce_scatter"))
     return level_reduce_scatter(h.comm, in, out, blocks, dt, op, p.ring, p.direct_max_bytes);
-  if (hd::runs_together(p)) return hd::scatter_together(h, in, {blocks}, {out}, dt, op);
+  if (hd::runs_together(p)) return hd::scatter_together(h, in, blocks, out, dt, op, hd::piece_count(blocks, dt, p));
   const std::size_t esize = size_of(dt);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
@@ -246,7 +330,7 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
     return;
   }
   if (!p.concurrent) return rail(0, 1, [&](int u) { shard(0, 1, u); });
-  const std::size_t pieces = hd::piece_count(blocks.total(), esize, blocks.max_count(), p.pipeline_chunk_bytes);
+  const std::size_t pieces = hd::piece_count(blocks, dt, p);
   Progress produced;
   run_lanes(
       /*concurrent=*/true, {&produced},

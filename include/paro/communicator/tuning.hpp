@@ -20,7 +20,7 @@ namespace paro {
 struct Tuning {
   std::string algorithms;                // PARO_ALGO: "ring", "allreduce:ring;allgather:tree"; empty: automatic
   algorithms::RingParams ring;           // PARO_RING_CHUNK (bytes per ring message), PARO_RING_WINDOW (in flight)
-  std::size_t pipeline_chunk_bytes = 0;  // PARO_CC_CHUNK: paro_cc's all-reduce pipeline chunk; 0: the cost model's
+  std::size_t pipeline_chunk_bytes = 0;  // PARO_CC_CHUNK: paro_cc's pipeline chunk; 0: the cost model's
   // PARO_LANES=auto (default), threads or inline: paro_cc's levels per call on threads of their own (where
   // the backend allows) or overlapped on the caller's thread, whichever the cost model predicts faster; or
   // always the one named.
