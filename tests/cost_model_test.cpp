@@ -288,7 +288,7 @@ TEST(Predictions, TogetherInPiecesPipelinesTheLevels) {
 
 // With one thread per rank, paro_cc either exchanges each level's shards together (one latency per level,
 // in the pieces predicted fastest) or lets the rail deliver one shard at a time while the unit moves the
-// ones that arrived: whichever the all-gather's prediction finds faster, for every collective. With a NIC
+// ones that arrived: whichever each collective's prediction finds faster. With a NIC
 // per rank, together while latency dominates (4 nodes: one at a time, a node pays its latency for each of
 // 3 shards that land at once), and for large blocks together in pieces, whose unit moves piece k-1 while
 // the rail carries piece k.
@@ -309,12 +309,12 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
       auto one_at_a_time = [&](Collective k) {
         return own.pipelined(k, s, block, CostModel::Overlap::inline_lanes).time_us;
       };
-      const bool together =
-          own.together_pieces(Collective::all_gather, s, block).time_us <= one_at_a_time(Collective::all_gather);
-      const double want = together ? own.together_pieces(c, s, block).time_us
-                          : c == Collective::all_reduce
-                              ? one_at_a_time(Collective::reduce_scatter) + one_at_a_time(Collective::all_gather)
-                              : one_at_a_time(c);
+      const double one = c == Collective::all_reduce
+                             ? one_at_a_time(Collective::reduce_scatter) + one_at_a_time(Collective::all_gather)
+                             : one_at_a_time(c);
+      const auto in_pieces = own.together_pieces(c, s, block);
+      const bool together = in_pieces.time_us <= one;
+      const double want = together ? in_pieces.time_us : one;
       const auto p = Builtin::predict(own, Algorithm::paro_cc, c, bytes, s);
       EXPECT_NEAR(p.time_us, want, 1e-9 * want) << paro::name_of(c) << " " << bytes;
       EXPECT_EQ(p.together, together) << paro::name_of(c) << " " << bytes;
@@ -323,6 +323,17 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
       // PARO_DIRECT_MAX=0: rings only, never together.
       EXPECT_FALSE(Builtin::predict(rings_only, Algorithm::paro_cc, c, bytes, s).together) << paro::name_of(c);
     }
+  // Each collective takes its own faster schedule: on 8 nodes at 64 KiB the all-gather goes together,
+  // while the reduce-scatter's unit hides each shard's exchange behind the rail's next step, one at a time.
+  CostShape eight = s;
+  eight.units = {8};
+  eight.nodes = 8;
+  eight.ranks = 16;
+  const std::size_t KiB64 = 65536;
+  EXPECT_TRUE(Builtin::predict(own, Algorithm::paro_cc, Collective::all_gather, KiB64, eight).together);
+  const auto rs = Builtin::predict(own, Algorithm::paro_cc, Collective::reduce_scatter, KiB64, eight);
+  EXPECT_FALSE(rs.together);
+  EXPECT_LT(rs.time_us, own.together_pieces(Collective::reduce_scatter, eight, KiB64 / 16.0).time_us);
 }
 
 // Inline lanes together over a rail of more units than direct exchanges in flight: the all-gather's first

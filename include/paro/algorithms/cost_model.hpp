@@ -538,25 +538,26 @@ class CostModel {
 
   // paro_cc on the caller's thread: each level exchanges all its shards at once (together), or the rail
   // delivers one shard at a time and my unit moves each as it arrives, through the rail's hooks, whichever
-  // the all-gather's prediction finds faster. Together pays a level's latency once instead of once per
-  // shard, but the unit starts only when the rail is done, unless the blocks are cut into pieces that
-  // flow through the levels at once (each piece paying every level's latencies): where the unit's links
-  // are not much faster than the rail's (a NIC per rank), one shard at a time can win for large blocks. A
-  // reduce-scatter sends the all-gather's messages in reverse, so it takes the same choice, and so does the
-  // all-reduce, its reduce-scatter then its all-gather. PARO_DIRECT_MAX=0 (rings only) rules out together.
+  // is predicted faster for the collective (the all-reduce: its reduce-scatter then its all-gather, both
+  // alike). Together pays a level's latency once instead of once per shard, but the unit starts only when
+  // the rail is done, unless the blocks are cut into pieces that flow through the levels at once (each
+  // piece paying every level's latencies again); one shard at a time lets the unit work while the rail is
+  // busy, and in a reduce-scatter over a NIC per rank it can win where together wins the all-gather (the
+  // unit's exchange of a shard hides behind the rail's step for the next). PARO_DIRECT_MAX=0 (rings only)
+  // rules out together.
   Prediction inline_lanes(Collective c, const CostShape& s, double block) const {
     auto one_at_a_time = [&](Collective k) { return pipelined(k, s, block, Overlap::inline_lanes).time_us; };
-    const bool at_once = direct_max_ > 0 && together_pieces(Collective::all_gather, s, block).time_us <=
-                                                one_at_a_time(Collective::all_gather);
-    if (at_once) {
+    const double one = c == Collective::all_reduce
+                           ? one_at_a_time(Collective::reduce_scatter) + one_at_a_time(Collective::all_gather)
+                           : one_at_a_time(c);
+    if (direct_max_ > 0) {
       Prediction p = together_pieces(c, s, block);
-      p.lanes_inline = p.together = true;
-      return p;
+      if (p.time_us <= one) {
+        p.lanes_inline = p.together = true;
+        return p;
+      }
     }
-    const double t = c == Collective::all_reduce
-                         ? one_at_a_time(Collective::reduce_scatter) + one_at_a_time(Collective::all_gather)
-                         : one_at_a_time(c);
-    return {t, static_cast<std::size_t>(block * s.ranks), /*lanes_inline=*/true, false};
+    return {one, static_cast<std::size_t>(block * s.ranks), /*lanes_inline=*/true, false};
   }
 
   // together with the number of pieces predicted fastest (a power of two, pieces of at least 4 KiB per
