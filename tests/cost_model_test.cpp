@@ -51,6 +51,26 @@ LinkModel slow_nic(paro::NicModel nic) {
   return m;
 }
 
+// slow_nic's links with a NIC per rank and these latencies (us).
+LinkModel per_rank_nic(double intra_us, double inter_us) {
+  LinkModel m = slow_nic(paro::NicModel::per_rank);
+  m.intra.latency_us = intra_us;
+  m.inter.latency_us = inter_us;
+  return m;
+}
+
+// `nodes` nodes of 2 ranks, one level, paro_cc's lanes inline (one thread per rank, as under SMPI).
+CostShape inline_pairs(int nodes) {
+  CostShape s = two_by_four();
+  s.ranks = 2 * nodes;
+  s.units = {nodes};
+  s.nodes = nodes;
+  s.ranks_per_node = 2;
+  s.nic_flows = 1;
+  s.lanes = paro::algorithms::LaneChoice::inline_only;
+  return s;
+}
+
 constexpr std::size_t MiB64 = std::size_t{64} << 20;
 
 TEST(LowerBound, SharedNicIsTheBottleneck) {
@@ -264,16 +284,8 @@ TEST(Predictions, InlineLanesPipelineOnlyWhereLevelsGoTogether) {
 // piece k, so it takes the rail's first piece, then the slower of the two per piece, then the unit's last;
 // the reduce-scatter the same, the unit first. One piece: the rail, then the unit.
 TEST(Predictions, TogetherInPiecesPipelinesTheLevels) {
-  LinkModel per_rank = slow_nic(paro::NicModel::per_rank);
-  per_rank.intra.latency_us = 1;
-  per_rank.inter.latency_us = 5;
-  const CostModel model(per_rank, per_rank);
-  CostShape s = two_by_four();
-  s.units = {4};
-  s.nodes = 4;
-  s.ranks_per_node = 2;
-  s.lanes = paro::algorithms::LaneChoice::inline_only;
-  s.nic_flows = 1;
+  const CostModel model(per_rank_nic(1, 5), per_rank_nic(1, 5));
+  const CostShape s = inline_pairs(4);
   const double block = 1 << 20;
   const CostModel::Hop rail = model.rail_hop(s, 0), node = model.leaf_hop(s);
   for (Collective c : {Collective::all_gather, Collective::reduce_scatter})
@@ -293,15 +305,8 @@ TEST(Predictions, TogetherInPiecesPipelinesTheLevels) {
 // 3 shards that land at once), and for large blocks together in pieces, whose unit moves piece k-1 while
 // the rail carries piece k.
 TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
-  CostShape s = two_by_four();
-  s.units = {4};
-  s.nodes = 4;
-  s.ranks_per_node = 2;
-  s.lanes = paro::algorithms::LaneChoice::inline_only;
-  s.nic_flows = 1;
-  LinkModel per_rank = slow_nic(paro::NicModel::per_rank);
-  per_rank.intra.latency_us = 1;
-  per_rank.inter.latency_us = 20;
+  const CostShape s = inline_pairs(4);
+  const LinkModel per_rank = per_rank_nic(1, 20);
   const CostModel own(per_rank, per_rank), rings_only(per_rank, per_rank, 0);
   for (Collective c : paro::all_collectives)
     for (std::size_t bytes : {std::size_t{4096}, MiB64}) {
@@ -325,10 +330,7 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
     }
   // Each collective takes its own faster schedule: on 8 nodes at 64 KiB the all-gather goes together,
   // while the reduce-scatter's unit hides each shard's exchange behind the rail's next step, one at a time.
-  CostShape eight = s;
-  eight.units = {8};
-  eight.nodes = 8;
-  eight.ranks = 16;
+  const CostShape eight = inline_pairs(8);
   const std::size_t KiB64 = 65536;
   EXPECT_TRUE(Builtin::predict(own, Algorithm::paro_cc, Collective::all_gather, KiB64, eight).together);
   const auto rs = Builtin::predict(own, Algorithm::paro_cc, Collective::reduce_scatter, KiB64, eight);
@@ -363,19 +365,10 @@ TEST(Predictions, RailBatchesFollowTheWindowsOfTheDirectExchange) {
 // unit is the faster, the all-gather takes the rail's windows and then the last batch's exchange below,
 // the reduce-scatter the first batch and then the rail; at most one window, the rail and then all shards.
 TEST(Predictions, TogetherOverSeveralWindowsOverlapsTheUnitWithTheRail) {
-  LinkModel per_rank = slow_nic(paro::NicModel::per_rank);
-  per_rank.intra.latency_us = 1;
-  per_rank.inter.latency_us = 20;
-  const CostModel model(per_rank, per_rank);
-  CostShape s = two_by_four();
-  s.lanes = paro::algorithms::LaneChoice::inline_only;
-  s.nic_flows = 1;
-  s.ranks_per_node = 2;
+  const CostModel model(per_rank_nic(1, 20), per_rank_nic(1, 20));
   const double block = 4096;
   for (int g : {17, 40}) {
-    s.units = {g};
-    s.nodes = g;
-    s.ranks = 2 * g;
+    const CostShape s = inline_pairs(g);
     const CostModel::Hop rail = model.rail_hop(s, 0), node = model.leaf_hop(s);
     for (Collective c : {Collective::all_gather, Collective::reduce_scatter}) {
       auto rail_alone = model.direct(c, g, 1, block, rail);
@@ -393,14 +386,8 @@ TEST(Predictions, TogetherOverSeveralWindowsOverlapsTheUnitWithTheRail) {
 // the rail's steps are the longer, the reduce-scatter takes the first shard and then one step (and a
 // reduction) per partial; the shards after the first hide under the steps, as in the all-gather.
 TEST(Predictions, AnInlineRingRailMakesTheNextShardWhileItsPartialMoves) {
-  CostShape s = two_by_four();
-  s.units = {4};
-  s.nodes = 4;
-  s.ranks_per_node = 2;
-  s.nic_flows = 1;
-  s.lanes = paro::algorithms::LaneChoice::inline_only;
-  const LinkModel per_rank = slow_nic(paro::NicModel::per_rank);
-  const CostModel model(per_rank, per_rank);
+  const CostShape s = inline_pairs(4);
+  const CostModel model(per_rank_nic(0, 0), per_rank_nic(0, 0));
   const double block = MiB64 / 8.0;  // a ring at both levels
   const double shard = model.scatter(s, 1, block, CostModel::Overlap::inline_lanes);
   const CostModel::Hop rail = model.rail_hop(s, 0);
