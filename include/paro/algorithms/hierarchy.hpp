@@ -132,10 +132,9 @@ BlockList rail_blocks(const Hierarchy<T>& h, const BlockList& blocks) {
   return list;
 }
 
-// The same blocks packed one after the other (a scratch buffer in rail order).
-inline BlockList packed(const BlockList& blocks) {
+// The same blocks packed one after the other from element `at` (a scratch buffer in rail order).
+inline BlockList packed(const BlockList& blocks, std::size_t at = 0) {
   BlockList list;
-  std::size_t at = 0;
   for (int b = 0; b < blocks.blocks(); ++b) {
     list.add(at, blocks.count(b));
     at += blocks.count(b);

@@ -111,9 +111,10 @@ struct TogetherItem {
 template <class T>
 struct TogetherLevel {
   Hierarchy<T>* h;
-  std::vector<TogetherItem> items;  // in the order they run
-  std::size_t next = 0;             // the next item to run
-  std::size_t ready = 0;            // all-gather: items whose shards have all arrived from the level above
+  std::vector<TogetherItem> items;        // in the order they run
+  std::vector<std::vector<int>> batches;  // rail_batches of every item; none on the last level
+  std::size_t next = 0;                   // the next item to run
+  std::size_t ready = 0;                  // all-gather: items whose shards have all arrived from the level above
   // The last level exchanges across all its members: a flat one, or units of different sizes.
   bool last() const { return h->flat() || !h->even(); }
 };
@@ -123,26 +124,23 @@ struct TogetherLevel {
 template <class T>
 std::vector<TogetherLevel<T>> together_levels(Hierarchy<T>& h, std::vector<TogetherItem> top, bool reduce,
                                               std::size_t& scratch_elements) {
-  std::vector<TogetherLevel<T>> levels{{&h, std::move(top)}};
+  std::vector<TogetherLevel<T>> levels{{&h, std::move(top), {}}};
   scratch_elements = 0;
   for (std::size_t x = 0; !levels[x].last(); ++x) {
     Hierarchy<T>& level = *levels[x].h;
+    levels[x].batches = rail_batches(level.unit_count(), level.my_unit, /*own_first=*/!reduce);
     for (TogetherItem& item : levels[x].items)
       for (const BlockList& l : item.lists) {
         BlockList rail = rail_blocks(level, l);
         if (reduce) {
-          BlockList in_scratch;
-          for (int u = 0; u < rail.blocks(); ++u) {
-            in_scratch.add(scratch_elements, rail.count(u));
-            scratch_elements += rail.count(u);
-          }
-          rail = std::move(in_scratch);
+          rail = packed(rail, scratch_elements);
+          scratch_elements += rail.total();
         }
         item.rails.push_back(std::move(rail));
       }
-    TogetherLevel<T> below{level.unit.get(), {}};
+    TogetherLevel<T> below{level.unit.get(), {}, {}};
     for (const TogetherItem& item : levels[x].items)
-      for (const std::vector<int>& batch : rail_batches(level.unit_count(), level.my_unit, /*own_first=*/!reduce)) {
+      for (const std::vector<int>& batch : levels[x].batches) {
         TogetherItem shards;
         for (std::size_t l = 0; l < item.lists.size(); ++l)
           for (int u : batch) {
@@ -168,7 +166,7 @@ void run_gather(std::vector<TogetherLevel<T>>& levels, std::size_t x, char* buf,
     activity::LevelScope unit_level("the unit", h.unit_size());
     run_gather(levels, x + 1, buf, dt);
   };
-  const auto batches = rail_batches(h.unit_count(), h.my_unit, /*own_first=*/true);
+  const auto& batches = level.batches;
   std::size_t landed = 0;
   bool first = true;
   activity::LevelScope rail_level("the rail", h.unit_count());
@@ -210,7 +208,7 @@ void run_scatter(std::vector<TogetherLevel<T>>& levels, std::size_t x, const cha
     run_scatter(levels, x + 1, in, scratch, top_outs, dt, op);
   };
   const int g = h.unit_count(), last_sent = before(h.my_unit, g - 1, g);
-  const auto batches = rail_batches(g, h.my_unit, /*own_first=*/false);
+  const auto& batches = level.batches;
   std::size_t made = 1;
   activity::LevelScope rail_level("the rail", g);
   auto after_send = [&](int u) {
