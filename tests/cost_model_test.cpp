@@ -413,6 +413,46 @@ TEST(Predictions, ADirectRailMakesMyOwnShardWhileThePartialsFly) {
 
 // PARO_LANES=auto: per call, paro_cc's lanes run on threads or inline, whichever is predicted faster.
 // Waking lane threads costs every call the same, so small calls run inline.
+// 128 ranks in 2 pods of 8 nodes of 8, a NIC per rank and a quarter of its bandwidth out of the pod (the
+// study's (c) at 128 ranks): small calls take one rail over every node (one latency where the pod level
+// adds a second), large ones the pod level (each block crosses the uplink once, not once per node).
+TEST(Predictions, SmallCallsCrossThePodsInOneRailOverEveryNode) {
+  paro::Topology topo = paro::topology::EmulationSpec::parse("pods=2,switches=2,nodes=4,ranks=8").place(128);
+  topo.links[paro::Level::node] = {3600, 0.7};
+  topo.links[paro::Level::switch_] = {200, 4.5};
+  topo.links[paro::Level::pod] = {50, 5.5};
+  topo.nic = paro::NicModel::per_rank;
+  std::vector<int> all(128);
+  for (int r = 0; r < 128; ++r) all[static_cast<std::size_t>(r)] = r;
+  const std::vector<int> node_of = topo.ordinals(paro::Level::node);
+  const auto chain = paro::algorithms::scope_partitions(topo, node_of, all);
+  const auto node_chain = paro::algorithms::scope_partitions(topo, node_of, all, /*nodes_only=*/true);
+  ASSERT_EQ(chain.size(), 2U);
+  ASSERT_EQ(node_chain.size(), 1U);
+  CostShape s = paro::algorithms::scope_shape(topo, all, chain, node_chain, paro::NicModel::per_rank);
+  ASSERT_TRUE(s.nodes_only);
+  EXPECT_EQ(s.nodes_only->units, std::vector<int>{16});
+  s.lanes = paro::algorithms::LaneChoice::inline_only;
+  CostShape by_levels = s;
+  by_levels.nodes_only.reset();
+  const LinkModel links = paro::algorithms::link_model_for(topo, std::nullopt, std::string("links-only"));
+  const CostModel model(links, links);
+  for (Collective c : paro::all_collectives)
+    for (std::size_t bytes : {std::size_t{65536}, MiB64}) {
+      const auto p = Builtin::predict(model, Algorithm::paro_cc, c, bytes, s);
+      const auto levels = Builtin::predict(model, Algorithm::paro_cc, c, bytes, by_levels);
+      EXPECT_EQ(p.nodes_only, bytes == 65536) << paro::name_of(c) << " " << bytes;
+      EXPECT_LE(p.time_us, levels.time_us) << paro::name_of(c) << " " << bytes;
+      if (bytes == 65536) {
+        EXPECT_LT(p.time_us, 0.8 * levels.time_us) << paro::name_of(c) << ": one latency fewer";
+      }
+    }
+  // paro_seq keeps its levels: it is the baseline that shows what paro_cc's overlap is worth.
+  EXPECT_FALSE(Builtin::predict(model, Algorithm::paro_seq, Collective::all_gather, 65536, s).nodes_only);
+  // Where the chain has no level above the node there is no second cut.
+  EXPECT_FALSE(paro::algorithms::scope_shape(topo, all, node_chain, node_chain, paro::NicModel::per_rank).nodes_only);
+}
+
 TEST(Predictions, LanesRunInlineWherePredictedFaster) {
   LinkModel links = slow_nic(paro::NicModel::shared);
   links.lane_us = 100;

@@ -144,6 +144,33 @@ INSTANTIATE_TEST_SUITE_P(LanesAndSchedules, HierarchicalLanes,
                                            LanesParam{"inline", "1M", "1", "0"}, LanesParam{"inline", "1M", "1", "1K"},
                                            LanesParam{"inline", "1M", "0", "0"}));
 
+// paro_cc over a scope cut by its nodes alone (PARO_CC_NODES_ONLY=1: one rail over every node where the
+// topology has switches or pods above them), on lane threads, inline together and inline one shard at a
+// time; uneven and cyclic placements.
+TEST(HierarchicalNodesOnly, ParoCcExact) {
+  setenv("PARO_CC_NODES_ONLY", "1", 1);
+  setenv("PARO_DIRECT_MAX", "1M", 1);
+  for (const char* lanes : {"threads", "inline"})
+    for (const char* together : {"0", "1"}) {
+      if (std::string(lanes) == "threads" && std::string(together) == "1") continue;  // together is inline only
+      setenv("PARO_LANES", lanes, 1);
+      setenv("PARO_CC_TOGETHER", together, 1);
+      for (const char* emulate : {"pods=2,switches=2,nodes=2,ranks=2", "pods=2,nodes=3,ranks=2:3:2:3:3:2",
+                                  "switches=2,nodes=2,ranks=3,order=cyclic"}) {
+        auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
+          std::vector<std::string> f;
+          for (Collective coll : all_collectives)
+            for (auto& s : paro::testing::run_matrix(comm, coll, Algorithm::paro_cc, {0, 1, 7, 100, 3000}))
+              f.push_back(s);
+          return f;
+        });
+        EXPECT_TRUE(failures.empty()) << emulate << " PARO_LANES=" << lanes << " PARO_CC_TOGETHER=" << together << "\n"
+                                      << paro::testing::first_lines(failures);
+      }
+    }
+  for (const char* name : {"PARO_CC_NODES_ONLY", "PARO_DIRECT_MAX", "PARO_LANES", "PARO_CC_TOGETHER"}) unsetenv(name);
+}
+
 // Inline lanes together over rails of more units than direct exchanges in flight (16): my unit moves the
 // units' shards in batches of a window while the rail's next window flies (paro_cc.hpp, rail_batches);
 // 18 units: two windows, 34: three; whole, and in pieces (PARO_CC_CHUNK=1K: 43 for 300 floats per rank on

@@ -257,13 +257,15 @@ class Communicator {
   // Last: destroyed first, so that its worker finishes the queued collectives while the rest still exists.
   ProgressEngine engine_{[this] { bind_worker_thread(); }};
 
-  // What a call runs: the algorithm and, for paro_cc, its pipeline chunk, whether its lanes run inline
-  // and whether inline lanes exchange a level's shards together; predicted once per call.
+  // What a call runs: the algorithm and, for paro_cc, its pipeline chunk, whether its lanes run inline,
+  // whether inline lanes exchange a level's shards together and whether the scope is cut by its nodes
+  // alone; predicted once per call.
   struct Plan {
     Algorithm algorithm;
     std::size_t pipeline_chunk_bytes = 0;
     bool lanes_inline = false;
     bool together = false;
+    bool nodes_only = false;
   };
 
   // What a descriptor's schedules see of this communicator (algorithms/registry.hpp).
@@ -272,7 +274,7 @@ class Communicator {
     Scope scope;
     const Plan& plan;
     Transport& comm() { return self.transport(scope); }
-    algorithms::Hierarchy<Transport>& hierarchy() { return self.scopes_.hierarchy(scope, comm()); }
+    algorithms::Hierarchy<Transport>& hierarchy() { return self.scopes_.hierarchy(scope, comm(), plan.nodes_only); }
     const algorithms::RingParams& ring() const { return self.tuning_.ring; }
     algorithms::HierarchicalParams levels() const {
       algorithms::HierarchicalParams p;
@@ -438,8 +440,8 @@ class Communicator {
     Plan p{requested != Algorithm::automatic ? requested : overrides_[c]};
     if (p.algorithm == Algorithm::automatic) {
       const auto best = Registry::best(cost_, c, full_bytes, shape(scope));
-      p = {best.algorithm, best.prediction.pipeline_chunk_bytes, best.prediction.lanes_inline,
-           best.prediction.together};
+      p = {best.algorithm, best.prediction.pipeline_chunk_bytes, best.prediction.lanes_inline, best.prediction.together,
+           best.prediction.nodes_only};
     } else {
       detail::require(Registry::contains(p.algorithm), paro::name_of(c), ": algorithm ", static_cast<int>(p.algorithm),
                       " is not registered; allowed: ", Registry::names());
@@ -453,10 +455,13 @@ class Communicator {
         p.pipeline_chunk_bytes = predicted.pipeline_chunk_bytes;
         p.lanes_inline = predicted.lanes_inline;
         p.together = predicted.together;
+        p.nodes_only = predicted.nodes_only;
       }
     }
     if (tuning_.pipeline_chunk_bytes) p.pipeline_chunk_bytes = tuning_.pipeline_chunk_bytes;
     if (tuning_.together) p.together = *tuning_.together;
+    if (tuning_.nodes_only && p.algorithm == Algorithm::paro_cc)
+      p.nodes_only = *tuning_.nodes_only && shape(scope).nodes_only;
     // Decided here, not when the call runs: set_lanes may change it for later calls meanwhile.
     p.lanes_inline = p.lanes_inline || lane_choice(t_) == algorithms::LaneChoice::inline_only;
     return p;
@@ -520,9 +525,11 @@ class Communicator {
                    static_cast<std::int64_t>(tuning_.pipeline_chunk_bytes),
                    static_cast<std::int64_t>(lane_choice(t)),
                    static_cast<std::int64_t>(tuning_.direct_max_bytes),
-                   tuning_.together ? static_cast<std::int64_t>(*tuning_.together) : -1};
+                   tuning_.together ? static_cast<std::int64_t>(*tuning_.together) : -1,
+                   tuning_.nodes_only ? static_cast<std::int64_t>(*tuning_.nodes_only) : -1};
     validation::check_agreement(t, mine, paro::name_of(s), [](const F& f) {
       const auto& v = f.values;
+      auto setting = [](std::int64_t x) { return x < 0 ? "unset" : x ? "1" : "0"; };  // an optional switch
       if (v[F::collective] == broadcast_signature)
         return detail::concat("broadcast scope=", paro::name_of(static_cast<Scope>(v[F::scope])),
                               " count=", v[F::count], " ", paro::name_of(static_cast<DataType>(v[F::data_type])),
@@ -535,11 +542,8 @@ class Communicator {
                             paro::name_of(static_cast<ReduceOp>(v[F::op])), " (PARO_RING_CHUNK=", v[F::ring_chunk],
                             " PARO_RING_WINDOW=", v[F::ring_window], " PARO_CC_CHUNK=", v[F::pipeline_chunk],
                             " lanes=", algorithms::name_of(static_cast<algorithms::LaneChoice>(v[F::lanes])),
-                            " PARO_DIRECT_MAX=", v[F::direct_max], " PARO_CC_TOGETHER=",
-                            v[F::together] < 0 ? "unset"
-                            : v[F::together]   ? "1"
-                                               : "0",
-                            ")");
+                            " PARO_DIRECT_MAX=", v[F::direct_max], " PARO_CC_TOGETHER=", setting(v[F::together]),
+                            " PARO_CC_NODES_ONLY=", setting(v[F::nodes_only]), ")");
     });
   }
 

@@ -63,8 +63,10 @@ class Scopes {
     for (Level l : topo.known_levels) levels_.emplace(l, world.split(topo.ordinals(l)[me], rank));
     for (Scope s : all_scopes) {
       const std::vector<int> members = scope_members(s, groups, rank, world.size());
-      partitions_[index(s)] = algorithms::scope_partitions(topo, groups.group_of, members);
-      shapes_[index(s)] = algorithms::cost_shape(topo, members, partitions_[index(s)], bound_nic);
+      for (bool nodes_only : {false, true})
+        partitions_[nodes_only][index(s)] = algorithms::scope_partitions(topo, groups.group_of, members, nodes_only);
+      shapes_[index(s)] =
+          algorithms::scope_shape(topo, members, partitions_[false][index(s)], partitions_[true][index(s)], bound_nic);
       shapes_[index(s)].lanes = lanes;
     }
   }
@@ -88,19 +90,22 @@ class Scopes {
   }
 
   // Collective over the scope (its transport: `scoped`) at its first use: the hierarchical algorithms'
-  // sub-communicators.
-  algorithms::Hierarchy<Transport>& hierarchy(Scope s, Transport& scoped) {
-    auto& h = hierarchies_[index(s)];
-    if (!h) h = algorithms::Hierarchy<Transport>::build(scoped.split(0, scoped.rank()), partitions_[index(s)], true);
+  // sub-communicators, for the scope cut by its levels or by its nodes alone (CostShape::nodes_only).
+  algorithms::Hierarchy<Transport>& hierarchy(Scope s, Transport& scoped, bool nodes_only = false) {
+    auto& h = hierarchies_[nodes_only][index(s)];
+    if (!h)
+      h = algorithms::Hierarchy<Transport>::build(scoped.split(0, scoped.rank()), partitions_[nodes_only][index(s)],
+                                                  true);
     return *h;
   }
 
  private:
+  using Cuts = std::array<std::vector<std::vector<int>>, 3>;  // per scope
   Transport intra_, inter_;
   std::map<Level, Transport> levels_;
-  std::array<std::vector<std::vector<int>>, 3> partitions_;
+  std::array<Cuts, 2> partitions_;  // [nodes_only]
   std::array<algorithms::CostShape, 3> shapes_;
-  std::array<std::unique_ptr<algorithms::Hierarchy<Transport>>, 3> hierarchies_;
+  std::array<std::array<std::unique_ptr<algorithms::Hierarchy<Transport>>, 3>, 2> hierarchies_;  // [nodes_only]
 
   static std::size_t index(Scope s) { return static_cast<std::size_t>(s); }
 };

@@ -69,6 +69,7 @@ struct Signature {
     lanes,
     direct_max,
     together,
+    nodes_only,
     fields
   };
   std::array<std::int64_t, fields> values{};
