@@ -638,16 +638,17 @@ void explain(paro::Communicator<Transport>& comm, const Settings& s) {
   std::printf(
       "# predicted us (correction) per candidate; *score: a near tie's sum over x/4, x, 4x (lowest wins);\n"
       "# inline: paro_cc's lanes on the caller's thread; together: each level's shards at once; pieces: of its\n"
-      "# pipeline; nodes only: the scope cut by its nodes alone, not by its pods\n");
+      "# pipeline; nodes only: the scope cut by its nodes alone, not by its pods; direct: every level exchanges\n"
+      "# directly, whatever its blocks' size\n");
   for (Collective coll : collectives(s.coll))
     for (std::size_t bytes : paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor)) {
       const auto d = Registry::decide(model, coll, bytes, comm.shape(scope));
       std::printf("%s %zu (bound %.1f us):", paro::name_of(coll), bytes, comm.lower_bound_us(coll, bytes, scope));
       for (std::size_t i = 0; i < d.count; ++i) {
         const auto& k = d.candidates[i];
-        std::printf("  %s %.1f (x%.2f%s%s%s", paro::name_of(k.algorithm), k.prediction.time_us, k.correction,
+        std::printf("  %s %.1f (x%.2f%s%s%s%s", paro::name_of(k.algorithm), k.prediction.time_us, k.correction,
                     k.prediction.lanes_inline ? ", inline" : "", k.prediction.together ? ", together" : "",
-                    k.prediction.nodes_only ? ", nodes only" : "");
+                    k.prediction.nodes_only ? ", nodes only" : "", k.prediction.direct ? ", direct" : "");
         const std::size_t chunk = k.prediction.pipeline_chunk_bytes;
         if (chunk > 0 && chunk < bytes) std::printf(", %zu pieces", (bytes + chunk - 1) / chunk);
         std::printf(")");

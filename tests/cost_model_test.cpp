@@ -413,44 +413,83 @@ TEST(Predictions, ADirectRailMakesMyOwnShardWhileThePartialsFly) {
 
 // PARO_LANES=auto: per call, paro_cc's lanes run on threads or inline, whichever is predicted faster.
 // Waking lane threads costs every call the same, so small calls run inline.
-// 128 ranks in 2 pods of 8 nodes of 8, a NIC per rank and a quarter of its bandwidth out of the pod (the
-// study's (c) at 128 ranks): small calls take one rail over every node (one latency where the pod level
-// adds a second), large ones the pod level (each block crosses the uplink once, not once per node).
+// The scale study's 128-rank clusters with a NIC per rank (bench/sim/platforms.py): (a) 16 nodes of 8
+// under 4 leaf switches; (c) the same in 2 pods whose uplinks carry a quarter of their NICs' bandwidth.
+struct StudyCluster {
+  paro::Topology topo;
+  std::vector<int> all;
+  explicit StudyCluster(bool pods)
+      : topo(paro::topology::EmulationSpec::parse(pods ? "pods=2,switches=2,nodes=4,ranks=8"
+                                                       : "switches=4,nodes=4,ranks=8")
+                 .place(128)),
+        all(128) {
+    topo.links[paro::Level::node] = {3600, 0.7};
+    topo.links[paro::Level::switch_] = {pods ? 200.0 : 400.0, 4.5};
+    if (pods) topo.links[paro::Level::pod] = {50, 5.5};
+    topo.nic = paro::NicModel::per_rank;
+    for (int r = 0; r < 128; ++r) all[static_cast<std::size_t>(r)] = r;
+  }
+  std::vector<std::vector<int>> chain(bool nodes_only = false) const {
+    return paro::algorithms::scope_partitions(topo, topo.ordinals(paro::Level::node), all, nodes_only);
+  }
+  CostShape shape() const {
+    CostShape s = paro::algorithms::scope_shape(topo, all, chain(), chain(true), paro::NicModel::per_rank);
+    s.lanes = paro::algorithms::LaneChoice::inline_only;
+    return s;
+  }
+  CostModel model(std::size_t direct_max = CostModel::default_direct_max_bytes) const {
+    const LinkModel links = paro::algorithms::link_model_for(topo, std::nullopt, std::string("links-only"));
+    return CostModel(links, links, direct_max);
+  }
+};
+
+// On (c) small calls take one rail over every node (one latency where the pod level adds a second),
+// large ones the pod level (each block crosses the uplink once, not once per node).
 TEST(Predictions, SmallCallsCrossThePodsInOneRailOverEveryNode) {
-  paro::Topology topo = paro::topology::EmulationSpec::parse("pods=2,switches=2,nodes=4,ranks=8").place(128);
-  topo.links[paro::Level::node] = {3600, 0.7};
-  topo.links[paro::Level::switch_] = {200, 4.5};
-  topo.links[paro::Level::pod] = {50, 5.5};
-  topo.nic = paro::NicModel::per_rank;
-  std::vector<int> all(128);
-  for (int r = 0; r < 128; ++r) all[static_cast<std::size_t>(r)] = r;
-  const std::vector<int> node_of = topo.ordinals(paro::Level::node);
-  const auto chain = paro::algorithms::scope_partitions(topo, node_of, all);
-  const auto node_chain = paro::algorithms::scope_partitions(topo, node_of, all, /*nodes_only=*/true);
-  ASSERT_EQ(chain.size(), 2U);
-  ASSERT_EQ(node_chain.size(), 1U);
-  CostShape s = paro::algorithms::scope_shape(topo, all, chain, node_chain, paro::NicModel::per_rank);
+  const StudyCluster c(/*pods=*/true);
+  ASSERT_EQ(c.chain().size(), 2U);
+  ASSERT_EQ(c.chain(true).size(), 1U);
+  const CostShape s = c.shape();
   ASSERT_TRUE(s.nodes_only);
   EXPECT_EQ(s.nodes_only->units, std::vector<int>{16});
-  s.lanes = paro::algorithms::LaneChoice::inline_only;
   CostShape by_levels = s;
   by_levels.nodes_only.reset();
-  const LinkModel links = paro::algorithms::link_model_for(topo, std::nullopt, std::string("links-only"));
-  const CostModel model(links, links);
-  for (Collective c : paro::all_collectives)
+  const CostModel model = c.model();
+  for (Collective coll : paro::all_collectives)
     for (std::size_t bytes : {std::size_t{65536}, MiB64}) {
-      const auto p = Builtin::predict(model, Algorithm::paro_cc, c, bytes, s);
-      const auto levels = Builtin::predict(model, Algorithm::paro_cc, c, bytes, by_levels);
-      EXPECT_EQ(p.nodes_only, bytes == 65536) << paro::name_of(c) << " " << bytes;
-      EXPECT_LE(p.time_us, levels.time_us) << paro::name_of(c) << " " << bytes;
+      const auto p = Builtin::predict(model, Algorithm::paro_cc, coll, bytes, s);
+      const auto levels = Builtin::predict(model, Algorithm::paro_cc, coll, bytes, by_levels);
+      EXPECT_EQ(p.nodes_only, bytes == 65536) << paro::name_of(coll) << " " << bytes;
+      EXPECT_LE(p.time_us, levels.time_us) << paro::name_of(coll) << " " << bytes;
       if (bytes == 65536) {
-        EXPECT_LT(p.time_us, 0.8 * levels.time_us) << paro::name_of(c) << ": one latency fewer";
+        EXPECT_LT(p.time_us, 0.8 * levels.time_us) << paro::name_of(coll) << ": one latency fewer";
       }
     }
   // paro_seq keeps its levels: it is the baseline that shows what paro_cc's overlap is worth.
   EXPECT_FALSE(Builtin::predict(model, Algorithm::paro_seq, Collective::all_gather, 65536, s).nodes_only);
   // Where the chain has no level above the node there is no second cut.
-  EXPECT_FALSE(paro::algorithms::scope_shape(topo, all, node_chain, node_chain, paro::NicModel::per_rank).nodes_only);
+  EXPECT_FALSE(
+      paro::algorithms::scope_shape(c.topo, c.all, c.chain(true), c.chain(true), paro::NicModel::per_rank).nodes_only);
+}
+
+// One shard at a time, every level exchanges directly where that is predicted faster than PARO_DIRECT_MAX's
+// rule (rings for blocks above it): on (a) the reduce-scatter of 256 MiB (blocks of 2 MiB; simulated 667.0
+// us against 731.1), not on (c)'s all-reduce of 256 MiB, where the rings' steady arrivals keep my unit
+// busy (simulated 2779.1 against 2852.6 direct). PARO_DIRECT_MAX=0 keeps rings.
+TEST(Predictions, EveryLevelDirectWherePredictedFasterThanTheRings) {
+  const std::size_t MiB256 = std::size_t{256} << 20;
+  const StudyCluster a(/*pods=*/false), c(/*pods=*/true);
+  const CostShape s = a.shape();
+  const auto p = Builtin::predict(a.model(), Algorithm::paro_cc, Collective::reduce_scatter, MiB256, s);
+  EXPECT_TRUE(p.direct && !p.together);
+  const double rings = a.model()
+                           .pipelined(Collective::reduce_scatter, s, MiB256 / 128.0, CostModel::Overlap::inline_lanes,
+                                      /*all_direct=*/false)
+                           .time_us;
+  EXPECT_LT(p.time_us, 0.95 * rings);
+  EXPECT_FALSE(Builtin::predict(c.model(), Algorithm::paro_cc, Collective::all_reduce, MiB256, c.shape()).direct);
+  const auto rings_only = Builtin::predict(a.model(0), Algorithm::paro_cc, Collective::reduce_scatter, MiB256, s);
+  EXPECT_FALSE(rings_only.direct || rings_only.together);
 }
 
 TEST(Predictions, LanesRunInlineWherePredictedFaster) {

@@ -78,27 +78,32 @@ TEST_P(HierarchicalRankCounts, GlobalScope) {
 
 INSTANTIATE_TEST_SUITE_P(OneToSixteen, HierarchicalRankCounts, ::testing::Range(1, 17));
 
-// Several MiB: many all-reduce pipeline chunks (PARO_CC_CHUNK) and ring chunks inside the levels.
+// Several MiB: many all-reduce pipeline chunks (PARO_CC_CHUNK) and ring chunks inside the levels; and
+// paro_cc with every level direct, whatever its blocks' size (PARO_CC_DIRECT=1).
 TEST(HierarchicalLarge, PipelinedChunks) {
   setenv("PARO_CC_CHUNK", "300K", 1);
   setenv("PARO_RING_CHUNK", "64K", 1);
-  for (const char* emulate : {"nodes=2,ranks=4", "switches=2,nodes=2,ranks=2", "nodes=3,ranks=2,order=cyclic"}) {
-    auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
-      std::vector<std::string> f;
-      for (Collective coll : all_collectives)
-        for (Algorithm algo : hierarchical_algorithms) {
-          const std::size_t count =
-              coll == Collective::all_reduce ? (std::size_t{1} << 20) + 3 : (std::size_t{1} << 20) / comm.size() + 3;
-          for (auto dt : {paro::DataType::f32, paro::DataType::bf16})
-            for (bool in_place : {false, true}) {
-              auto msg = paro::testing::run_case(comm, {coll, algo, dt, paro::ReduceOp::sum, count, in_place});
-              if (!msg.empty()) f.push_back(msg);
-            }
-        }
-      return f;
-    });
-    EXPECT_TRUE(failures.empty()) << emulate << "\n" << paro::testing::first_lines(failures);
-  }
+  for (const char* all_direct : {"0", "1"})
+    for (const char* emulate : {"nodes=2,ranks=4", "switches=2,nodes=2,ranks=2", "nodes=3,ranks=2,order=cyclic"}) {
+      setenv("PARO_CC_DIRECT", all_direct, 1);
+      auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
+        std::vector<std::string> f;
+        for (Collective coll : all_collectives)
+          for (Algorithm algo : hierarchical_algorithms) {
+            const std::size_t count =
+                coll == Collective::all_reduce ? (std::size_t{1} << 20) + 3 : (std::size_t{1} << 20) / comm.size() + 3;
+            for (auto dt : {paro::DataType::f32, paro::DataType::bf16})
+              for (bool in_place : {false, true}) {
+                auto msg = paro::testing::run_case(comm, {coll, algo, dt, paro::ReduceOp::sum, count, in_place});
+                if (!msg.empty()) f.push_back(msg);
+              }
+          }
+        return f;
+      });
+      EXPECT_TRUE(failures.empty()) << emulate << " PARO_CC_DIRECT=" << all_direct << "\n"
+                                    << paro::testing::first_lines(failures);
+    }
+  unsetenv("PARO_CC_DIRECT");
   unsetenv("PARO_CC_CHUNK");
   unsetenv("PARO_RING_CHUNK");
 }

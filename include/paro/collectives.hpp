@@ -258,14 +258,15 @@ class Communicator {
   ProgressEngine engine_{[this] { bind_worker_thread(); }};
 
   // What a call runs: the algorithm and, for paro_cc, its pipeline chunk, whether its lanes run inline,
-  // whether inline lanes exchange a level's shards together and whether the scope is cut by its nodes
-  // alone; predicted once per call.
+  // whether inline lanes exchange a level's shards together, whether the scope is cut by its nodes alone
+  // and whether every level exchanges directly; predicted once per call.
   struct Plan {
     Algorithm algorithm;
     std::size_t pipeline_chunk_bytes = 0;
     bool lanes_inline = false;
     bool together = false;
     bool nodes_only = false;
+    bool direct = false;
   };
 
   // What a descriptor's schedules see of this communicator (algorithms/registry.hpp).
@@ -279,7 +280,7 @@ class Communicator {
     algorithms::HierarchicalParams levels() const {
       algorithms::HierarchicalParams p;
       p.ring = self.tuning_.ring;
-      p.direct_max_bytes = self.tuning_.direct_max_bytes;
+      p.direct_max_bytes = plan.direct ? std::numeric_limits<std::size_t>::max() : self.tuning_.direct_max_bytes;
       p.concurrent = !plan.lanes_inline;
       // Inline lanes pipeline only where their levels exchange their shards together (paro_cc.hpp).
       p.pipeline_chunk_bytes = plan.pipeline_chunk_bytes;
@@ -440,8 +441,8 @@ class Communicator {
     Plan p{requested != Algorithm::automatic ? requested : overrides_[c]};
     if (p.algorithm == Algorithm::automatic) {
       const auto best = Registry::best(cost_, c, full_bytes, shape(scope));
-      p = {best.algorithm, best.prediction.pipeline_chunk_bytes, best.prediction.lanes_inline, best.prediction.together,
-           best.prediction.nodes_only};
+      p = {best.algorithm,           best.prediction.pipeline_chunk_bytes, best.prediction.lanes_inline,
+           best.prediction.together, best.prediction.nodes_only,           best.prediction.direct};
     } else {
       detail::require(Registry::contains(p.algorithm), paro::name_of(c), ": algorithm ", static_cast<int>(p.algorithm),
                       " is not registered; allowed: ", Registry::names());
@@ -456,10 +457,12 @@ class Communicator {
         p.lanes_inline = predicted.lanes_inline;
         p.together = predicted.together;
         p.nodes_only = predicted.nodes_only;
+        p.direct = predicted.direct;
       }
     }
     if (tuning_.pipeline_chunk_bytes) p.pipeline_chunk_bytes = tuning_.pipeline_chunk_bytes;
     if (tuning_.together) p.together = *tuning_.together;
+    if (tuning_.all_direct && p.algorithm == Algorithm::paro_cc) p.direct = *tuning_.all_direct;
     if (tuning_.nodes_only && p.algorithm == Algorithm::paro_cc)
       p.nodes_only = *tuning_.nodes_only && shape(scope).nodes_only;
     // Decided here, not when the call runs: set_lanes may change it for later calls meanwhile.
@@ -526,7 +529,8 @@ class Communicator {
                    static_cast<std::int64_t>(lane_choice(t)),
                    static_cast<std::int64_t>(tuning_.direct_max_bytes),
                    tuning_.together ? static_cast<std::int64_t>(*tuning_.together) : -1,
-                   tuning_.nodes_only ? static_cast<std::int64_t>(*tuning_.nodes_only) : -1};
+                   tuning_.nodes_only ? static_cast<std::int64_t>(*tuning_.nodes_only) : -1,
+                   tuning_.all_direct ? static_cast<std::int64_t>(*tuning_.all_direct) : -1};
     validation::check_agreement(t, mine, paro::name_of(s), [](const F& f) {
       const auto& v = f.values;
       auto setting = [](std::int64_t x) { return x < 0 ? "unset" : x ? "1" : "0"; };  // an optional switch
@@ -543,7 +547,8 @@ class Communicator {
                             " PARO_RING_WINDOW=", v[F::ring_window], " PARO_CC_CHUNK=", v[F::pipeline_chunk],
                             " lanes=", algorithms::name_of(static_cast<algorithms::LaneChoice>(v[F::lanes])),
                             " PARO_DIRECT_MAX=", v[F::direct_max], " PARO_CC_TOGETHER=", setting(v[F::together]),
-                            " PARO_CC_NODES_ONLY=", setting(v[F::nodes_only]), ")");
+                            " PARO_CC_NODES_ONLY=", setting(v[F::nodes_only]),
+                            " PARO_CC_DIRECT=", setting(v[F::all_direct]), ")");
     });
   }
 

@@ -28,14 +28,14 @@
 namespace paro::algorithms {
 
 // The schedule a cost model gives a call: paro_cc's pipeline chunk, whether its lanes run inline, with
-// inline lanes whether each level exchanges its shards together, and whether it cuts the scope by its
-// nodes alone.
+// inline lanes whether each level exchanges its shards together, whether it cuts the scope by its nodes
+// alone, and whether every level exchanges directly.
 struct Schedule {
   std::size_t chunk_bytes = 0;
-  bool lanes_inline = false, together = false, nodes_only = false;
+  bool lanes_inline = false, together = false, nodes_only = false, direct = false;
   friend bool operator==(const Schedule& a, const Schedule& b) {
     return a.chunk_bytes == b.chunk_bytes && a.lanes_inline == b.lanes_inline && a.together == b.together &&
-           a.nodes_only == b.nodes_only;
+           a.nodes_only == b.nodes_only && a.direct == b.direct;
   }
   friend bool operator!=(const Schedule& a, const Schedule& b) { return !(a == b); }
 };
@@ -57,7 +57,7 @@ template <class Registry>
 Schedule planned_schedule(const CostModel& model, CostShape shape, const Timing& t) {
   shape.lanes = t.schedule.lanes_inline ? LaneChoice::inline_only : LaneChoice::threads;
   const Prediction p = Registry::predict(model, t.algorithm, t.collective, static_cast<std::size_t>(t.bytes), shape);
-  return {p.pipeline_chunk_bytes, p.lanes_inline, p.together, p.nodes_only};
+  return {p.pipeline_chunk_bytes, p.lanes_inline, p.together, p.nodes_only, p.direct};
 }
 
 struct FittedPoint {

@@ -177,6 +177,7 @@ struct Prediction {
   bool lanes_inline = false;             // paro_cc: its lanes on the caller's thread, with no pipeline (paro_cc.hpp)
   bool together = false;                 // paro_cc with inline lanes: each level exchanges all its shards at once
   bool nodes_only = false;               // paro_cc: over the scope cut by its nodes alone (CostShape::nodes_only)
+  bool direct = false;  // paro_cc one shard at a time: every level direct, whatever its blocks (else PARO_DIRECT_MAX)
 };
 
 class CostModel {
@@ -380,14 +381,15 @@ class CostModel {
     double tail(int n) const { return burst == 1 ? 0 : latency * std::ceil((n - 1) / static_cast<double>(burst)); }
   };
   static constexpr double direct_window = 16;  // exchanges in flight (direct.hpp)
-  Arrivals arrivals(const Hop& h, double block, int n) const {
-    if (block <= direct_max_)
+  // all_direct: every level exchanges directly (Prediction::direct), else blocks up to PARO_DIRECT_MAX.
+  Arrivals arrivals(const Hop& h, double block, int n, bool all_direct = false) const {
+    if (all_direct || block <= direct_max_)
       return {h.alpha, block * h.beta, static_cast<int>(std::clamp(n - 1.0, 1.0, direct_window)), false};
     return {h.alpha, block * h.beta, 1, true};
   }
   // A flat level (direct or ring) of n members with full buffer N.
-  double flat_level(Collective c, double N, int n, Hop h) const {
-    if (n <= 1 || N / n > direct_max_) return flat_ring(c, N, n, h);
+  double flat_level(Collective c, double N, int n, Hop h, bool all_direct = false) const {
+    if (n <= 1 || (!all_direct && N / n > direct_max_)) return flat_ring(c, N, n, h);
     const double rs = direct(Collective::reduce_scatter, n, 1, N / n, h),
                  ag = direct(Collective::all_gather, n, 1, N / n, h);
     return c == Collective::all_gather ? ag : c == Collective::reduce_scatter ? rs : rs + ag;
@@ -406,22 +408,24 @@ class CostModel {
   double lane_start(Overlap o) const { return o == Overlap::threads ? l_.lane_us : 0; }
 
   // All-gather of `block` bytes per member of the level-`level` unit, each piece whole.
-  double gather(const CostShape& s, std::size_t level, double block, Overlap o) const {
-    if (level == s.units.size()) return flat_level(Collective::all_gather, block * s.leaf(), s.leaf(), leaf_hop(s));
+  double gather(const CostShape& s, std::size_t level, double block, Overlap o, bool all_direct = false) const {
+    if (level == s.units.size())
+      return flat_level(Collective::all_gather, block * s.leaf(), s.leaf(), leaf_hop(s), all_direct);
     const int g = s.units[level];
-    const Arrivals rail = arrivals(rail_hop(s, level), block, g);
-    const double shard = gather(s, level + 1, block, o);
+    const Arrivals rail = arrivals(rail_hop(s, level), block, g, all_direct);
+    const double shard = gather(s, level + 1, block, o, all_direct);
     if (o == Overlap::none) return rail.at(g - 1) + g * shard + 2 * barrier_us(s.members_below(level));
     double t = shard;  // my own unit's shard first, then each as the rail delivers it
     for (int k = 1; k < g; ++k) t = std::max(rail.at(k), t) + shard;
     return t + lane_start(o);
   }
 
-  double scatter(const CostShape& s, std::size_t level, double block, Overlap o) const {
-    if (level == s.units.size()) return flat_level(Collective::reduce_scatter, block * s.leaf(), s.leaf(), leaf_hop(s));
+  double scatter(const CostShape& s, std::size_t level, double block, Overlap o, bool all_direct = false) const {
+    if (level == s.units.size())
+      return flat_level(Collective::reduce_scatter, block * s.leaf(), s.leaf(), leaf_hop(s), all_direct);
     const int g = s.units[level];
-    const Arrivals rail = arrivals(rail_hop(s, level), block, g);
-    const double shard = scatter(s, level + 1, block, o);
+    const Arrivals rail = arrivals(rail_hop(s, level), block, g, all_direct);
+    const double shard = scatter(s, level + 1, block, o, all_direct);
     if (o == Overlap::none)
       return g * shard + rail.tail(g) + (g - 1) * (rail.step() + reduce_us(block)) +
              2 * barrier_us(s.members_below(level));
@@ -459,17 +463,17 @@ class CostModel {
 
   // paro_cc all-gather / reduce-scatter with the blocks cut into P pieces: the two lanes (rail, my unit)
   // played out item by item; the best P. Inline lanes run no pipeline (one piece).
-  Prediction pipelined(Collective c, const CostShape& s, double block, Overlap o) const {
+  Prediction pipelined(Collective c, const CostShape& s, double block, Overlap o, bool all_direct = false) const {
     const int g = s.units[0];
     const Hop rail = rail_hop(s, 0);
     Prediction best{0, 0};
     const double most_pieces = o == Overlap::threads ? 64 : 1;
     for (double pieces = 1; pieces <= most_pieces && (pieces == 1 || block / pieces >= 4096); pieces *= 2) {
       const double b = block / pieces;
-      const Arrivals arrive = arrivals(rail, b, g);
+      const Arrivals arrive = arrivals(rail, b, g, all_direct);
       double rail_t = 0, unit_t = 0;
       if (c == Collective::all_gather) {
-        const double shard = gather(s, 1, b, o);
+        const double shard = gather(s, 1, b, o, all_direct);
         for (int k = 0; k < pieces; ++k) {
           unit_t += shard;  // my own unit's shard needs nothing from the rail
           const double start = rail_t;
@@ -477,26 +481,27 @@ class CostModel {
           rail_t = start + arrive.at(g - 1);
         }
       } else {
-        const double shard = scatter(s, 1, b, o);
+        const double shard = scatter(s, 1, b, o, all_direct);
         for (int k = 0; k < pieces; ++k) rail_t = rail_scatter(g, shard, arrive, b, o, rail_t, unit_t);
       }
       const double t = std::max(rail_t, unit_t) + lane_start(o);
       if (best.time_us == 0 || t < best.time_us)
         best = {t, static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))};
     }
+    best.direct = all_direct;
     return best;
   }
 
   // paro_seq's all-reduce (Overlap::none), or paro_cc's three-lane pipeline on threads (Overlap::threads;
   // inline lanes run inline_lanes instead).
-  Prediction all_reduce(const CostShape& s, double N, Overlap o) const {
+  Prediction all_reduce(const CostShape& s, double N, Overlap o, bool all_direct = false) const {
     const int g = s.units[0], m = s.ranks / g;
     const Hop rail = rail_hop(s, 0);
     auto stages = [&](double chunk, double& rs, double& ar, double& ag) {
       const double piece = chunk / m;
-      rs = m > 1 ? scatter(s, 1, piece, o) : 0;
-      ar = flat_level(Collective::all_reduce, piece, g, rail);
-      ag = m > 1 ? gather(s, 1, piece, o) : 0;
+      rs = m > 1 ? scatter(s, 1, piece, o, all_direct) : 0;
+      ar = flat_level(Collective::all_reduce, piece, g, rail, all_direct);
+      ag = m > 1 ? gather(s, 1, piece, o, all_direct) : 0;
     };
     double rs, ar, ag;
     if (o == Overlap::none) {
@@ -513,6 +518,7 @@ class CostModel {
       stages(N, rs, ar, ag);
       best = {rs + ar + ag + l_.lane_us, static_cast<std::size_t>(N)};
     }
+    best.direct = all_direct;
     return best;
   }
 
@@ -536,15 +542,17 @@ class CostModel {
   Prediction paro_cut(Collective c, double N, const CostShape& s, bool overlap, LaneChoice lanes) const {
     if (!s.hierarchical()) return {flat_level(c, N, s.ranks, flat_link(s)), 0};
     const double block = N / s.ranks;
-    auto levels = [&](Overlap o) {
-      if (c == Collective::all_reduce) return all_reduce(s, N, o);
+    auto levels = [&](Overlap o, bool all_direct) {
+      if (c == Collective::all_reduce) return all_reduce(s, N, o, all_direct);
       if (o == Overlap::none)
         return Prediction{c == Collective::all_gather ? gather(s, 0, block, o) : scatter(s, 0, block, o), 0};
-      return pipelined(c, s, block, o);
+      return pipelined(c, s, block, o, all_direct);
     };
-    if (!overlap) return levels(Overlap::none);
+    if (!overlap) return levels(Overlap::none, false);
     if (lanes == LaneChoice::inline_only) return inline_lanes(c, s, block);
-    const Prediction threaded = levels(Overlap::threads);
+    Prediction threaded = levels(Overlap::threads, false);
+    if (direct_max_ > 0)  // every level direct where that is faster (PARO_DIRECT_MAX=0: rings only)
+      if (const Prediction p = levels(Overlap::threads, true); p.time_us < threaded.time_us) threaded = p;
     if (lanes == LaneChoice::threads) return threaded;
     const Prediction inline_prediction = inline_lanes(c, s, block);
     return measured_paro_cc(c, N, inline_prediction) < measured_paro_cc(c, N, threaded) ? inline_prediction : threaded;
@@ -561,21 +569,29 @@ class CostModel {
   // the rail is done, unless the blocks are cut into pieces that flow through the levels at once (each
   // piece paying every level's latencies again); one shard at a time lets the unit work while the rail is
   // busy, and in a reduce-scatter over a NIC per rank it can win where together wins the all-gather (the
-  // unit's exchange of a shard hides behind the rail's step for the next). PARO_DIRECT_MAX=0 (rings only)
-  // rules out together.
+  // unit's exchange of a shard hides behind the rail's step for the next). One shard at a time, each
+  // level exchanges directly where its blocks are at most PARO_DIRECT_MAX and in a ring above, or every
+  // level directly where that is predicted faster (a ring's steady arrivals let my unit keep pace with
+  // the rail, a direct window's come at once and the unit's work follows). PARO_DIRECT_MAX=0 (rings
+  // only) rules out both together and every level direct.
   Prediction inline_lanes(Collective c, const CostShape& s, double block) const {
-    auto one_at_a_time = [&](Collective k) { return pipelined(k, s, block, Overlap::inline_lanes).time_us; };
-    const double one = c == Collective::all_reduce
-                           ? one_at_a_time(Collective::reduce_scatter) + one_at_a_time(Collective::all_gather)
-                           : one_at_a_time(c);
+    auto one_at_a_time = [&](bool all_direct) {
+      auto time = [&](Collective k) { return pipelined(k, s, block, Overlap::inline_lanes, all_direct).time_us; };
+      return c == Collective::all_reduce ? time(Collective::reduce_scatter) + time(Collective::all_gather) : time(c);
+    };
+    Prediction one{one_at_a_time(false), static_cast<std::size_t>(block * s.ranks), /*lanes_inline=*/true};
     if (direct_max_ > 0) {
+      if (const double t = one_at_a_time(true); t < one.time_us) {
+        one.time_us = t;
+        one.direct = true;
+      }
       Prediction p = together_pieces(c, s, block);
-      if (p.time_us <= one) {
+      if (p.time_us <= one.time_us) {
         p.lanes_inline = p.together = true;
         return p;
       }
     }
-    return {one, static_cast<std::size_t>(block * s.ranks), /*lanes_inline=*/true, false};
+    return one;
   }
 
   // together with the number of pieces predicted fastest (a power of two, pieces of at least 4 KiB per

@@ -30,6 +30,8 @@ struct Tuning {
                                                         // up to this size are exchanged directly, not in a ring
   std::optional<bool> together;             // PARO_CC_TOGETHER=1/0: inline lanes always/never exchange a level's
                                             // shards at once (paro_cc); unset: the cost model's choice
+  std::optional<bool> all_direct;           // PARO_CC_DIRECT=1/0: paro_cc one shard at a time always/never runs
+                                            // every level direct (else PARO_DIRECT_MAX's rule); unset: the model's
   std::optional<bool> nodes_only;           // PARO_CC_NODES_ONLY=1/0: paro_cc always/never cuts a scope with a
                                             // level above the node by its nodes alone; unset: the model's choice
   bool check_signatures = false;            // PARO_CHECK=1: ranks compare each call's signature first
@@ -53,6 +55,7 @@ struct Tuning {
     t.lanes = *named;
     t.direct_max_bytes = env::bytes_or("PARO_DIRECT_MAX", t.direct_max_bytes);
     if (env::get("PARO_CC_TOGETHER")) t.together = env::integer_or("PARO_CC_TOGETHER", 0, 0, 1) == 1;
+    if (env::get("PARO_CC_DIRECT")) t.all_direct = env::integer_or("PARO_CC_DIRECT", 0, 0, 1) == 1;
     if (env::get("PARO_CC_NODES_ONLY")) t.nodes_only = env::integer_or("PARO_CC_NODES_ONLY", 0, 0, 1) == 1;
     t.check_signatures = env::integer_or("PARO_CHECK", 0, 0, 1) == 1;
     t.cost_file = env::get("PARO_COST_FILE");

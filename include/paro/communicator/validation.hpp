@@ -70,6 +70,7 @@ struct Signature {
     direct_max,
     together,
     nodes_only,
+    all_direct,
     fields
   };
   std::array<std::int64_t, fields> values{};
