@@ -516,6 +516,7 @@ class Communicator {
                        std::int64_t op) {
     if (!tuning_.check_signatures) return;
     using F = validation::Signature;
+    auto setting = [](const std::optional<bool>& pinned) -> std::int64_t { return pinned ? *pinned : -1; };
     F mine;
     mine.values = {c,
                    static_cast<std::int64_t>(s),
@@ -528,9 +529,9 @@ class Communicator {
                    static_cast<std::int64_t>(tuning_.pipeline_chunk_bytes),
                    static_cast<std::int64_t>(lane_choice(t)),
                    static_cast<std::int64_t>(tuning_.direct_max_bytes),
-                   tuning_.together ? static_cast<std::int64_t>(*tuning_.together) : -1,
-                   tuning_.nodes_only ? static_cast<std::int64_t>(*tuning_.nodes_only) : -1,
-                   tuning_.all_direct ? static_cast<std::int64_t>(*tuning_.all_direct) : -1};
+                   setting(tuning_.together),
+                   setting(tuning_.nodes_only),
+                   setting(tuning_.all_direct)};
     validation::check_agreement(t, mine, paro::name_of(s), [](const F& f) {
       const auto& v = f.values;
       auto setting = [](std::int64_t x) { return x < 0 ? "unset" : x ? "1" : "0"; };  // an optional switch

@@ -54,9 +54,12 @@ struct Tuning {
                     ": allowed values are auto, threads and inline");
     t.lanes = *named;
     t.direct_max_bytes = env::bytes_or("PARO_DIRECT_MAX", t.direct_max_bytes);
-    if (env::get("PARO_CC_TOGETHER")) t.together = env::integer_or("PARO_CC_TOGETHER", 0, 0, 1) == 1;
-    if (env::get("PARO_CC_DIRECT")) t.all_direct = env::integer_or("PARO_CC_DIRECT", 0, 0, 1) == 1;
-    if (env::get("PARO_CC_NODES_ONLY")) t.nodes_only = env::integer_or("PARO_CC_NODES_ONLY", 0, 0, 1) == 1;
+    auto switch_of = [](const char* name) {  // 1 or 0 where set: pins one of paro_cc's choices
+      return env::get(name) ? std::optional<bool>(env::integer_or(name, 0, 0, 1) == 1) : std::nullopt;
+    };
+    t.together = switch_of("PARO_CC_TOGETHER");
+    t.all_direct = switch_of("PARO_CC_DIRECT");
+    t.nodes_only = switch_of("PARO_CC_NODES_ONLY");
     t.check_signatures = env::integer_or("PARO_CHECK", 0, 0, 1) == 1;
     t.cost_file = env::get("PARO_COST_FILE");
     t.links_preset = env::get("PARO_LINKS");
