@@ -1,14 +1,20 @@
 // The paced transport on the threads backend: exact results through it, messages that take at least
-// their emulated link time (shared and per-rank NICs, latency), traces naming world ranks on split
-// communicators, and the cost model's view of emulated scopes.
+// their emulated link time (shared and per-rank NICs, latency), links that carry concurrent messages in
+// interleaved pieces, traces naming world ranks on split communicators, and the cost model's view of
+// emulated scopes.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "paro/testing/collective_check.hpp"
 #include "paro/transport/paced.hpp"
@@ -75,6 +81,69 @@ TEST(Paced, MessagesTakeTheirLinkTime) {
   // Inside a node the intra links pace instead.
   EXPECT_GE(two_flows_across("nodes=1,ranks=4,intra_gbps=0.8,inter_gbps=0.001", megabyte), 0.010);
   EXPECT_LT(two_flows_across("nodes=1,ranks=4,intra_gbps=0.8,inter_gbps=0.001", megabyte), 1.0) << "not the inter link";
+}
+
+using paro::paced::detail::book_both;
+using paro::paced::detail::Calendar;
+
+// The booked intervals of a calendar, for comparing.
+std::vector<std::pair<std::int64_t, std::int64_t>> intervals(const Calendar& c) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> v;
+  for (int k = 0; k < c.count; ++k) v.emplace_back(c.from[k], c.to[k]);
+  return v;
+}
+
+TEST(PacedLinks, AMessageTakesTheTimeBothItsLinksAreFree) {
+  Calendar tx{}, rx{};
+  tx.add(0, 10);   // the sender's link is busy first,
+  rx.add(20, 30);  // the receiver's later: 15 ns of message fit 10 in the gap, 5 after
+  const auto booked = book_both(tx, rx, 0, 15);
+  EXPECT_EQ(booked.start, 10);
+  EXPECT_EQ(booked.end, 35) << "booking it whole after both links' last interval would end at 45";
+  EXPECT_EQ(intervals(tx), (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 20}, {30, 35}}));
+  EXPECT_EQ(intervals(rx), (std::vector<std::pair<std::int64_t, std::int64_t>>{{10, 35}}));
+
+  Calendar other_tx{}, other_rx{};  // disjoint links run at once
+  const auto parallel = book_both(other_tx, other_rx, 0, 15);
+  EXPECT_EQ(parallel.start, 0);
+  EXPECT_EQ(parallel.end, 15);
+  EXPECT_EQ(book_both(tx, rx, 40, 0).end, 40) << "no bandwidth limit: no time";
+  EXPECT_EQ(tx.count, 0) << "intervals that ended before now are dropped";
+}
+
+// Four shared NICs, every rank of two per node sending one unit to every rank on the other nodes, eight
+// rounds posted at once in a fixed shuffled order: the links carry it in close to its link time (each NIC
+// sends and receives 8 x 2 x 6 units), where whole bookings in posting order take about twice that.
+TEST(PacedLinks, AnAllToAllOverSharedNicsKeepsItsLinksBusy) {
+  constexpr int nodes = 4, ranks_per_node = 2, rounds = 8;
+  std::vector<Calendar> tx(nodes), rx(nodes);
+  std::vector<std::pair<int, int>> messages;
+  for (int round = 0; round < rounds; ++round)
+    for (int a = 0; a < nodes * ranks_per_node; ++a)
+      for (int b = 0; b < nodes * ranks_per_node; ++b)
+        if (a / ranks_per_node != b / ranks_per_node) messages.emplace_back(a / ranks_per_node, b / ranks_per_node);
+  std::mt19937 shuffle(7);
+  std::shuffle(messages.begin(), messages.end(), shuffle);
+  std::int64_t end = 0;
+  for (auto [a, b] : messages) end = std::max(end, book_both(tx[a], rx[b], 0, 1000).end);
+  const std::int64_t link_time = std::int64_t{rounds} * ranks_per_node * ranks_per_node * (nodes - 1) * 1000;
+  EXPECT_GE(end, link_time);
+  EXPECT_LE(end, link_time * 115 / 100);
+  for (const auto& c : tx) {
+    EXPECT_LE(c.count, Calendar::capacity);
+    for (int k = 0; k + 1 < c.count; ++k) EXPECT_LT(c.to[k], c.from[k + 1]) << "sorted, disjoint, merged";
+  }
+}
+
+TEST(PacedLinks, AFullCalendarBooksItsShortestGap) {
+  Calendar c{};
+  for (int k = 0; k < Calendar::capacity; ++k) c.add(100 * k, 100 * k + 50 + (k == 5 ? 45 : 0));
+  ASSERT_EQ(c.count, Calendar::capacity);
+  c.add(100000, 100010);
+  EXPECT_EQ(c.count, Calendar::capacity);
+  EXPECT_EQ(c.from[5], 500);
+  EXPECT_EQ(c.to[5], 650) << "the 5-ns gap after [500, 595) closed";
+  EXPECT_EQ(c.to[c.count - 1], 100010);
 }
 
 TEST(Paced, TraceNamesWorldRanksOnSplitCommunicators) {

@@ -5,12 +5,16 @@
 //
 // Each message books the links it crosses: inside a node, the sender's and the receiver's intra port
 // (intra_gbps per rank); between nodes, the sending and the receiving NIC (inter_gbps; one NIC per node
-// with nic=shared, one per rank with nic=per_rank). A link carries one message at a time, in the order the
-// messages were posted (the sender books when it posts, as an eager NIC would); a message finishes at
-//   max(now, sender link free, receiver link free) + bytes / bandwidth + latency.
-// The booked times live in shared memory, so the ranks of a node share their NIC whether they are threads
-// of one process or processes of one mpirun. The sender passes the finish time to the receiver in a
-// small header message just before the payload (same peer and tag, so MPI's ordering keeps them paired).
+// with nic=shared, one per rank with nic=per_rank). A message needs bytes / bandwidth of time during which
+// both its links are free; it takes the earliest such time from when it is posted (the sender books when
+// it posts, as an eager NIC would), in one piece or several, and finishes at its last piece's end plus
+// the latency. Pieces are packets: concurrent messages interleave on a link the way a real NIC's packets
+// do, so a link idles only when no posted message could use it. (Booking each message whole after the
+// last one, as before, left both of its links idle until the later of them was free: an all-to-all over
+// four shared NICs took about twice its link time.)
+// The booked intervals live in shared memory, so the ranks of a node share their NIC whether they are
+// threads of one process or processes of one mpirun. The sender passes the finish time to the receiver in
+// a small header message just before the payload (same peer and tag, so MPI's ordering keeps them paired).
 //
 // The memory space (allocate, copy, reduce, divide, staging), the stepwise trait and the host identity for
 // topology discovery are the inner transport's. Native collectives pass through unpaced. With tracing on,
@@ -97,15 +101,100 @@ class TraceLog {
 
 namespace detail {
 
-// When each link is next free (steady-clock ns), in a POSIX shared-memory segment mapped by every rank.
+// One link's booked time: disjoint busy intervals [from, to) in steady-clock ns, sorted. Past intervals
+// are dropped at each booking; when the calendar is full, its shortest gap is booked as busy (a link that
+// idles a little less than it could, never one carrying two messages at once).
+struct Calendar {
+  static constexpr int capacity = 64;
+  int count;  // zero in a fresh (zero-filled) segment
+  std::int64_t from[capacity], to[capacity];
+
+  void drop_until(std::int64_t now) {
+    int keep = 0;
+    while (keep < count && to[keep] <= now) ++keep;
+    std::copy(from + keep, from + count, from);
+    std::copy(to + keep, to + count, to);
+    count -= keep;
+  }
+  void add(std::int64_t start, std::int64_t end) {
+    if (count == capacity) fill_shortest_gap();
+    int i = 0;
+    while (i < count && to[i] < start) ++i;  // first interval that ends at or after `start`
+    int j = i;
+    while (j < count && from[j] <= end) ++j;  // [i, j) touch [start, end): merge them into it
+    if (j > i) {
+      start = std::min(start, from[i]);
+      end = std::max(end, to[j - 1]);
+    }
+    const int shift = 1 - (j - i);  // entries after j move by this
+    if (shift > 0) {
+      std::copy_backward(from + j, from + count, from + count + shift);
+      std::copy_backward(to + j, to + count, to + count + shift);
+    } else if (shift < 0) {
+      std::copy(from + j, from + count, from + j + shift);
+      std::copy(to + j, to + count, to + j + shift);
+    }
+    count += shift;
+    from[i] = start;
+    to[i] = end;
+  }
+
+ private:
+  void fill_shortest_gap() {
+    int best = 0;
+    for (int k = 1; k + 1 < count; ++k)
+      if (from[k + 1] - to[k] < from[best + 1] - to[best]) best = k;
+    to[best] = to[best + 1];
+    std::copy(from + best + 2, from + count, from + best + 1);
+    std::copy(to + best + 2, to + count, to + best + 1);
+    --count;
+  }
+};
+
+// When a message booked on two links starts and ends.
+struct Booking {
+  std::int64_t start, end;
+};
+
+// Books `busy_ns` of time when both `a` and `b` are free, from `now` on, in as many pieces as the gaps
+// they share need; both calendars then hold the pieces.
+inline Booking book_both(Calendar& a, Calendar& b, std::int64_t now, std::int64_t busy_ns) {
+  a.drop_until(now);
+  b.drop_until(now);
+  if (busy_ns <= 0) return {now, now};
+  std::int64_t piece_from[2 * Calendar::capacity + 1], piece_to[2 * Calendar::capacity + 1];
+  int pieces = 0, i = 0, j = 0;
+  std::int64_t t = now, left = busy_ns;
+  while (left > 0) {
+    // The next busy interval of either link; none left: the rest runs from t.
+    const bool from_a = i < a.count && (j >= b.count || a.from[i] <= b.from[j]);
+    const bool any = i < a.count || j < b.count;
+    const std::int64_t busy_from = any ? (from_a ? a.from[i] : b.from[j]) : t + left;
+    const std::int64_t busy_to = any ? (from_a ? a.to[i] : b.to[j]) : t + left;
+    if (busy_from > t) {
+      const std::int64_t take = std::min(left, busy_from - t);
+      piece_from[pieces] = t;
+      piece_to[pieces++] = t + take;
+      left -= take;
+    }
+    t = std::max(t, busy_to);
+    (from_a ? i : j) += any ? 1 : 0;
+  }
+  for (int k = 0; k < pieces; ++k) {
+    a.add(piece_from[k], piece_to[k]);
+    b.add(piece_from[k], piece_to[k]);
+  }
+  return {piece_from[0], piece_to[pieces - 1]};
+}
+
+// Every link's calendar, in a POSIX shared-memory segment mapped by every rank, behind one spin lock.
 struct Clocks {
   std::atomic<int> lock;
-  std::atomic<std::int64_t> free_at[1];  // really `links` entries
+  Calendar links[1];  // really `links` entries
 
-  static std::size_t bytes_for(std::size_t links) { return sizeof(Clocks) + links * sizeof(std::atomic<std::int64_t>); }
+  static std::size_t bytes_for(std::size_t links) { return sizeof(Clocks) + (links - 1) * sizeof(Calendar); }
 };
-static_assert(std::atomic<std::int64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
-              "paced transport: shared-memory clocks need lock-free atomics");
+static_assert(std::atomic<int>::is_always_lock_free, "paced transport: shared-memory clocks need a lock-free atomic");
 
 class SharedClocks {
  public:
@@ -121,21 +210,17 @@ class SharedClocks {
     close(fd);
     if (p == MAP_FAILED)
       throw BackendError(paro::detail::concat("paced transport: cannot map shared memory '", name, "'"));
-    clocks_ = static_cast<Clocks*>(p);  // a fresh segment is zero-filled: unlocked, every link free
+    clocks_ = static_cast<Clocks*>(p);  // a fresh segment is zero-filled: unlocked, every calendar empty
   }
   SharedClocks(const SharedClocks&) = delete;
   SharedClocks& operator=(const SharedClocks&) = delete;
   ~SharedClocks() { munmap(clocks_, bytes_); }
 
-  // Books links a and b for `busy_ns` from the moment both are free; returns the start.
-  std::int64_t book(std::size_t a, std::size_t b, std::int64_t now, std::int64_t busy_ns) {
+  Booking book(std::size_t a, std::size_t b, std::int64_t now, std::int64_t busy_ns) {
     while (clocks_->lock.exchange(1, std::memory_order_acquire) != 0) std::this_thread::yield();
-    std::int64_t start = std::max({now, clocks_->free_at[a].load(std::memory_order_relaxed),
-                                   clocks_->free_at[b].load(std::memory_order_relaxed)});
-    clocks_->free_at[a].store(start + busy_ns, std::memory_order_relaxed);
-    clocks_->free_at[b].store(start + busy_ns, std::memory_order_relaxed);
+    const Booking booked = book_both(clocks_->links[a], clocks_->links[b], now, busy_ns);
     clocks_->lock.store(0, std::memory_order_release);
-    return start;
+    return booked;
   }
 
  private:
@@ -237,12 +322,12 @@ class Transport {
     const std::int64_t busy =
         link.gbps > 0 ? static_cast<std::int64_t>(static_cast<double>(bytes) * 8.0 / link.gbps) : 0;
     const std::int64_t now = now_ns();
-    const std::int64_t start = crosses
-                                   ? fabric_->clocks->book(fabric_->nic_tx(from), fabric_->nic_rx(to), now, busy)
-                                   : fabric_->clocks->book(fabric_->intra_tx(from), fabric_->intra_rx(to), now, busy);
-    r.sender_done_ns = start + busy;
-    r.finish_ns = std::make_unique<std::int64_t>(start + busy + static_cast<std::int64_t>(link.latency_us * 1e3));
-    if (fabric_->trace) TraceLog::process().record({from, to, crosses, bytes, start, *r.finish_ns});
+    const detail::Booking booked =
+        crosses ? fabric_->clocks->book(fabric_->nic_tx(from), fabric_->nic_rx(to), now, busy)
+                : fabric_->clocks->book(fabric_->intra_tx(from), fabric_->intra_rx(to), now, busy);
+    r.sender_done_ns = booked.end;
+    r.finish_ns = std::make_unique<std::int64_t>(booked.end + static_cast<std::int64_t>(link.latency_us * 1e3));
+    if (fabric_->trace) TraceLog::process().record({from, to, crosses, bytes, booked.start, *r.finish_ns});
     r.header = inner_.isend(r.finish_ns.get(), sizeof(std::int64_t), peer, tag);
     r.payload = inner_.isend(buf, bytes, peer, tag);
     return r;
