@@ -89,25 +89,25 @@ using paro::paced::detail::Calendar;
 // The booked intervals of a calendar, for comparing.
 std::vector<std::pair<std::int64_t, std::int64_t>> intervals(const Calendar& c) {
   std::vector<std::pair<std::int64_t, std::int64_t>> v;
-  for (int k = 0; k < c.count; ++k) v.emplace_back(c.from[k], c.to[k]);
+  for (int k = 0; k < c.count; ++k) v.emplace_back(c.busy[k].from, c.busy[k].to);
   return v;
 }
 
 TEST(PacedLinks, AMessageTakesTheTimeBothItsLinksAreFree) {
   Calendar tx{}, rx{};
-  tx.add(0, 10);   // the sender's link is busy first,
-  rx.add(20, 30);  // the receiver's later: 15 ns of message fit 10 in the gap, 5 after
+  tx.add({0, 10});   // the sender's link is busy first,
+  rx.add({20, 30});  // the receiver's later: 15 ns of message fit 10 in the gap, 5 after
   const auto booked = book_both(tx, rx, 0, 15);
-  EXPECT_EQ(booked.start, 10);
-  EXPECT_EQ(booked.end, 35) << "booking it whole after both links' last interval would end at 45";
+  EXPECT_EQ(booked.from, 10);
+  EXPECT_EQ(booked.to, 35) << "booking it whole after both links' last interval would end at 45";
   EXPECT_EQ(intervals(tx), (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 20}, {30, 35}}));
   EXPECT_EQ(intervals(rx), (std::vector<std::pair<std::int64_t, std::int64_t>>{{10, 35}}));
 
   Calendar other_tx{}, other_rx{};  // disjoint links run at once
   const auto parallel = book_both(other_tx, other_rx, 0, 15);
-  EXPECT_EQ(parallel.start, 0);
-  EXPECT_EQ(parallel.end, 15);
-  EXPECT_EQ(book_both(tx, rx, 40, 0).end, 40) << "no bandwidth limit: no time";
+  EXPECT_EQ(parallel.from, 0);
+  EXPECT_EQ(parallel.to, 15);
+  EXPECT_EQ(book_both(tx, rx, 40, 0).to, 40) << "no bandwidth limit: no time";
   EXPECT_EQ(tx.count, 0) << "intervals that ended before now are dropped";
 }
 
@@ -125,25 +125,25 @@ TEST(PacedLinks, AnAllToAllOverSharedNicsKeepsItsLinksBusy) {
   std::mt19937 shuffle(7);
   std::shuffle(messages.begin(), messages.end(), shuffle);
   std::int64_t end = 0;
-  for (auto [a, b] : messages) end = std::max(end, book_both(tx[a], rx[b], 0, 1000).end);
+  for (auto [a, b] : messages) end = std::max(end, book_both(tx[a], rx[b], 0, 1000).to);
   const std::int64_t link_time = std::int64_t{rounds} * ranks_per_node * ranks_per_node * (nodes - 1) * 1000;
   EXPECT_GE(end, link_time);
   EXPECT_LE(end, link_time * 115 / 100);
   for (const auto& c : tx) {
     EXPECT_LE(c.count, Calendar::capacity);
-    for (int k = 0; k + 1 < c.count; ++k) EXPECT_LT(c.to[k], c.from[k + 1]) << "sorted, disjoint, merged";
+    for (int k = 0; k + 1 < c.count; ++k) EXPECT_LT(c.busy[k].to, c.busy[k + 1].from) << "sorted, disjoint, merged";
   }
 }
 
 TEST(PacedLinks, AFullCalendarBooksItsShortestGap) {
   Calendar c{};
-  for (int k = 0; k < Calendar::capacity; ++k) c.add(100 * k, 100 * k + 50 + (k == 5 ? 45 : 0));
+  for (int k = 0; k < Calendar::capacity; ++k) c.add({100 * k, 100 * k + 50 + (k == 5 ? 45 : 0)});
   ASSERT_EQ(c.count, Calendar::capacity);
-  c.add(100000, 100010);
+  c.add({100000, 100010});
   EXPECT_EQ(c.count, Calendar::capacity);
-  EXPECT_EQ(c.from[5], 500);
-  EXPECT_EQ(c.to[5], 650) << "the 5-ns gap after [500, 595) closed";
-  EXPECT_EQ(c.to[c.count - 1], 100010);
+  EXPECT_EQ(c.busy[5].from, 500);
+  EXPECT_EQ(c.busy[5].to, 650) << "the 5-ns gap after [500, 595) closed";
+  EXPECT_EQ(c.busy[c.count - 1].to, 100010);
 }
 
 TEST(Paced, TraceNamesWorldRanksOnSplitCommunicators) {

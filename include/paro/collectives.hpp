@@ -516,7 +516,7 @@ class Communicator {
                        std::int64_t op) {
     if (!tuning_.check_signatures) return;
     using F = validation::Signature;
-    auto setting = [](const std::optional<bool>& pinned) -> std::int64_t { return pinned ? *pinned : -1; };
+    auto pinned_value = [](const std::optional<bool>& pinned) -> std::int64_t { return pinned ? *pinned : -1; };
     F mine;
     mine.values = {c,
                    static_cast<std::int64_t>(s),
@@ -529,9 +529,9 @@ class Communicator {
                    static_cast<std::int64_t>(tuning_.pipeline_chunk_bytes),
                    static_cast<std::int64_t>(lane_choice(t)),
                    static_cast<std::int64_t>(tuning_.direct_max_bytes),
-                   setting(tuning_.together),
-                   setting(tuning_.nodes_only),
-                   setting(tuning_.all_direct)};
+                   pinned_value(tuning_.together),
+                   pinned_value(tuning_.nodes_only),
+                   pinned_value(tuning_.all_direct)};
     validation::check_agreement(t, mine, paro::name_of(s), [](const F& f) {
       const auto& v = f.values;
       auto setting = [](std::int64_t x) { return x < 0 ? "unset" : x ? "1" : "0"; };  // an optional switch

@@ -101,90 +101,76 @@ class TraceLog {
 
 namespace detail {
 
-// One link's booked time: disjoint busy intervals [from, to) in steady-clock ns, sorted. Past intervals
-// are dropped at each booking; when the calendar is full, its shortest gap is booked as busy (a link that
-// idles a little less than it could, never one carrying two messages at once).
+// A busy stretch of a link, [from, to) in steady-clock ns.
+struct Interval {
+  std::int64_t from, to;
+};
+
+// One link's booked time: disjoint busy intervals, sorted. Past intervals are dropped at each booking;
+// when the calendar is full, its shortest gap is booked as busy (a link that idles a little less than it
+// could, never one carrying two messages at once).
 struct Calendar {
   static constexpr int capacity = 64;
   int count;  // zero in a fresh (zero-filled) segment
-  std::int64_t from[capacity], to[capacity];
+  Interval busy[capacity];
 
   void drop_until(std::int64_t now) {
     int keep = 0;
-    while (keep < count && to[keep] <= now) ++keep;
-    std::copy(from + keep, from + count, from);
-    std::copy(to + keep, to + count, to);
+    while (keep < count && busy[keep].to <= now) ++keep;
+    std::copy(busy + keep, busy + count, busy);
     count -= keep;
   }
-  void add(std::int64_t start, std::int64_t end) {
+  void add(Interval added) {
     if (count == capacity) fill_shortest_gap();
     int i = 0;
-    while (i < count && to[i] < start) ++i;  // first interval that ends at or after `start`
+    while (i < count && busy[i].to < added.from) ++i;  // the first interval that ends where the new one starts or later
     int j = i;
-    while (j < count && from[j] <= end) ++j;  // [i, j) touch [start, end): merge them into it
-    if (j > i) {
-      start = std::min(start, from[i]);
-      end = std::max(end, to[j - 1]);
-    }
+    while (j < count && busy[j].from <= added.to) ++j;  // [i, j) touch the new one: merged into it
+    if (j > i) added = {std::min(added.from, busy[i].from), std::max(added.to, busy[j - 1].to)};
     const int shift = 1 - (j - i);  // entries after j move by this
-    if (shift > 0) {
-      std::copy_backward(from + j, from + count, from + count + shift);
-      std::copy_backward(to + j, to + count, to + count + shift);
-    } else if (shift < 0) {
-      std::copy(from + j, from + count, from + j + shift);
-      std::copy(to + j, to + count, to + j + shift);
-    }
+    if (shift > 0) std::copy_backward(busy + j, busy + count, busy + count + shift);
+    if (shift < 0) std::copy(busy + j, busy + count, busy + j + shift);
     count += shift;
-    from[i] = start;
-    to[i] = end;
+    busy[i] = added;
   }
 
  private:
   void fill_shortest_gap() {
     int best = 0;
     for (int k = 1; k + 1 < count; ++k)
-      if (from[k + 1] - to[k] < from[best + 1] - to[best]) best = k;
-    to[best] = to[best + 1];
-    std::copy(from + best + 2, from + count, from + best + 1);
-    std::copy(to + best + 2, to + count, to + best + 1);
+      if (busy[k + 1].from - busy[k].to < busy[best + 1].from - busy[best].to) best = k;
+    busy[best].to = busy[best + 1].to;
+    std::copy(busy + best + 2, busy + count, busy + best + 1);
     --count;
   }
 };
 
-// When a message booked on two links starts and ends.
-struct Booking {
-  std::int64_t start, end;
-};
-
 // Books `busy_ns` of time when both `a` and `b` are free, from `now` on, in as many pieces as the gaps
-// they share need; both calendars then hold the pieces.
-inline Booking book_both(Calendar& a, Calendar& b, std::int64_t now, std::int64_t busy_ns) {
+// they share need; both calendars then hold the pieces. Returns the first piece's start and the last's end.
+inline Interval book_both(Calendar& a, Calendar& b, std::int64_t now, std::int64_t busy_ns) {
   a.drop_until(now);
   b.drop_until(now);
   if (busy_ns <= 0) return {now, now};
-  std::int64_t piece_from[2 * Calendar::capacity + 1], piece_to[2 * Calendar::capacity + 1];
-  int pieces = 0, i = 0, j = 0;
+  Interval pieces[2 * Calendar::capacity + 1];
+  int count = 0, i = 0, j = 0;
   std::int64_t t = now, left = busy_ns;
-  while (left > 0) {
-    // The next busy interval of either link; none left: the rest runs from t.
-    const bool from_a = i < a.count && (j >= b.count || a.from[i] <= b.from[j]);
-    const bool any = i < a.count || j < b.count;
-    const std::int64_t busy_from = any ? (from_a ? a.from[i] : b.from[j]) : t + left;
-    const std::int64_t busy_to = any ? (from_a ? a.to[i] : b.to[j]) : t + left;
-    if (busy_from > t) {
-      const std::int64_t take = std::min(left, busy_from - t);
-      piece_from[pieces] = t;
-      piece_to[pieces++] = t + take;
+  // Both links' busy intervals in order of start; each gap they leave from t on takes what it can.
+  while (left > 0 && (i < a.count || j < b.count)) {
+    const bool from_a = j >= b.count || (i < a.count && a.busy[i].from <= b.busy[j].from);
+    const Interval next = from_a ? a.busy[i++] : b.busy[j++];
+    if (next.from > t) {
+      const std::int64_t take = std::min(left, next.from - t);
+      pieces[count++] = {t, t + take};
       left -= take;
     }
-    t = std::max(t, busy_to);
-    (from_a ? i : j) += any ? 1 : 0;
+    t = std::max(t, next.to);
   }
-  for (int k = 0; k < pieces; ++k) {
-    a.add(piece_from[k], piece_to[k]);
-    b.add(piece_from[k], piece_to[k]);
+  if (left > 0) pieces[count++] = {t, t + left};  // the rest after both links' last interval
+  for (int k = 0; k < count; ++k) {
+    a.add(pieces[k]);
+    b.add(pieces[k]);
   }
-  return {piece_from[0], piece_to[pieces - 1]};
+  return {pieces[0].from, pieces[count - 1].to};
 }
 
 // Every link's calendar, in a POSIX shared-memory segment mapped by every rank, behind one spin lock.
@@ -216,9 +202,10 @@ class SharedClocks {
   SharedClocks& operator=(const SharedClocks&) = delete;
   ~SharedClocks() { munmap(clocks_, bytes_); }
 
-  Booking book(std::size_t a, std::size_t b, std::int64_t now, std::int64_t busy_ns) {
+  // Returns when the message's first piece starts and its last ends.
+  Interval book(std::size_t a, std::size_t b, std::int64_t now, std::int64_t busy_ns) {
     while (clocks_->lock.exchange(1, std::memory_order_acquire) != 0) std::this_thread::yield();
-    const Booking booked = book_both(clocks_->links[a], clocks_->links[b], now, busy_ns);
+    const Interval booked = book_both(clocks_->links[a], clocks_->links[b], now, busy_ns);
     clocks_->lock.store(0, std::memory_order_release);
     return booked;
   }
@@ -322,12 +309,12 @@ class Transport {
     const std::int64_t busy =
         link.gbps > 0 ? static_cast<std::int64_t>(static_cast<double>(bytes) * 8.0 / link.gbps) : 0;
     const std::int64_t now = now_ns();
-    const detail::Booking booked =
+    const detail::Interval booked =
         crosses ? fabric_->clocks->book(fabric_->nic_tx(from), fabric_->nic_rx(to), now, busy)
                 : fabric_->clocks->book(fabric_->intra_tx(from), fabric_->intra_rx(to), now, busy);
-    r.sender_done_ns = booked.end;
-    r.finish_ns = std::make_unique<std::int64_t>(booked.end + static_cast<std::int64_t>(link.latency_us * 1e3));
-    if (fabric_->trace) TraceLog::process().record({from, to, crosses, bytes, booked.start, *r.finish_ns});
+    r.sender_done_ns = booked.to;
+    r.finish_ns = std::make_unique<std::int64_t>(booked.to + static_cast<std::int64_t>(link.latency_us * 1e3));
+    if (fabric_->trace) TraceLog::process().record({from, to, crosses, bytes, booked.from, *r.finish_ns});
     r.header = inner_.isend(r.finish_ns.get(), sizeof(std::int64_t), peer, tag);
     r.payload = inner_.isend(buf, bytes, peer, tag);
     return r;
