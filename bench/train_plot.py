@@ -19,7 +19,9 @@ def label(r):
     if not r.get("error_feedback", True):
         parts = ["no error feedback"]
     else:
-        parts = [f"error rule {r.get('error_rule', 'seed')}"]
+        # Records written before the rule was renamed call beta_on_residual "seed" (or name no rule).
+        rule = r.get("error_rule", "seed")
+        parts = [f"error rule {'beta_on_residual' if rule == 'seed' else rule}"]
     if r.get("block_cols"):
         parts.append(f"block-diagonal b={r['block_cols']}")
     if r.get("adaptive"):

@@ -435,7 +435,7 @@ int train(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json
       if (s.compress == "separate") {
         j["ratio"] = s.ratio;
         j["error_feedback"] = !s.no_error_feedback;
-        j["error_rule"] = s.error_rule;
+        j["error_rule"] = paro::compression::name_of(paro::compression::parse_error_rule(s.error_rule));
         j["adaptive"] = s.adaptive;
         j["block_cols"] = s.block_cols;
         j["wire_bytes_per_step"] = r.wire_bytes;
@@ -490,9 +490,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-error-feedback", s.no_error_feedback, "SEPARATE without error feedback");
   app.add_flag("--adaptive", s.adaptive, "G-SEPARATE");
   app.add_option("--error-rule", s.error_rule,
-                 "SEPARATE's error update: seed ((1-b)e + b(h-h~), as written) or smoothed (b e + (1-b)(h-h~))")
+                 "SEPARATE's error update: smoothed (b e + (1-b)(h-h~)) or beta_on_residual ((1-b)e + b(h-h~), as the "
+                 "SEPARATE paper writes it; 'seed' is its former name)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"seed", "smoothed"}));
+      ->check(CLI::IsMember({"smoothed", "beta_on_residual", "seed"}));
   app.add_option("--block-cols", s.block_cols, "SEPARATE's block-diagonal projection (0: full)")->capture_default_str();
   app.add_option("--min-elements", s.min_elements, "SEPARATE: smaller tensors go uncompressed")->capture_default_str();
   app.add_flag("--overlap", s.overlap,

@@ -158,7 +158,7 @@ TEST_P(SeparateRankCounts, TypesBlocksAndShards) {
     for (DataType dt : {DataType::f32, DataType::f16, DataType::bf16})
       for (std::size_t block_cols : {0u, 16u})
         for (bool sharded : {false, true})
-          for (auto rule : {paro::compression::ErrorRule::seed, paro::compression::ErrorRule::smoothed})
+          for (auto rule : {paro::compression::ErrorRule::beta_on_residual, paro::compression::ErrorRule::smoothed})
             for (auto& s : paro::testing::check_separate(comm, {Algorithm::ring, Scope::global, dt, sharded, block_cols,
                                                                 dt == DataType::f16 ? 0u : 96u, 6, rule}))
               f.push_back(s);
@@ -493,8 +493,12 @@ TEST(Separate, RejectsBadInputWithTheReason) {
   EXPECT_TRUE(sep.tensor(sep.add("big", 256, 1024, DataType::f32)).compressed);
   EXPECT_NE(error_of([&] { paro::compression::parse_distribution("uniform"); }).find("allowed: gaussian rademacher"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { paro::compression::parse_error_rule("ema"); }).find("allowed: seed smoothed"),
+  EXPECT_NE(error_of([&] { paro::compression::parse_error_rule("ema"); }).find("allowed: smoothed beta_on_residual"),
             std::string::npos);
+  // The rule's former name stays accepted.
+  EXPECT_EQ(paro::compression::parse_error_rule("seed"), paro::compression::ErrorRule::beta_on_residual);
+  EXPECT_EQ(paro::compression::parse_error_rule(name_of(paro::compression::ErrorRule::beta_on_residual)),
+            paro::compression::ErrorRule::beta_on_residual);
   auto failures = paro::testing::on_threads(3, [&](auto& comm) {
     std::vector<std::string> f;
     std::vector<float> g(256 * 1024), out(g.size());

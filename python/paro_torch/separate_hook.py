@@ -38,9 +38,11 @@ __all__ = ["SeparateState", "separate_hook"]
 class SeparateState:
     """The hook's state: options, one compressor per parameter of ``module`` and the traffic.
 
-    ratio: columns per projection (16, 32, 64 as in the paper); min_elements: gradients smaller than this
-    (and vectors, e.g. biases) go uncompressed; block_cols: 0 for the full projection, else the block size
-    of the block-diagonal one; seed: shared by every rank (each parameter derives its own from its name).
+    ratio: columns per projection (16, 32, 64 as in the SEPARATE paper); error_rule: "smoothed" (the default,
+    e <- beta e + (1 - beta)(h - h~)) or "beta_on_residual" (e <- (1 - beta) e + beta (h - h~), as the paper
+    writes it; "seed" is its deprecated former name); min_elements: gradients smaller than this (and vectors,
+    e.g. biases) go uncompressed; block_cols: 0 for the full projection, else the block size of the
+    block-diagonal one; seed: shared by every rank (each parameter derives its own from its name).
     """
 
     def __init__(

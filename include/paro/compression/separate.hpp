@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <istream>
 #include <ostream>
@@ -41,16 +42,25 @@ namespace paro::compression {
 
 // How the error buffer takes in the newest compression error h - h~.
 enum class ErrorRule {
-  seed,      // e <- (1 - beta) e + beta (h - h~): the seed's formula as written
-  smoothed,  // e <- beta e + (1 - beta) (h - h~): beta weighs the old error, a moving average
+  beta_on_residual,  // e <- (1 - beta) e + beta (h - h~): beta weighs the new residual, as the SEPARATE paper writes it
+  smoothed,          // e <- beta e + (1 - beta) (h - h~): beta weighs the old error, a moving average
 };
 
-inline const char* name_of(ErrorRule r) { return r == ErrorRule::seed ? "seed" : "smoothed"; }
+inline const char* name_of(ErrorRule r) { return r == ErrorRule::beta_on_residual ? "beta_on_residual" : "smoothed"; }
 
+// "seed" is the rule's former name: still accepted, with a one-time note on stderr.
 inline ErrorRule parse_error_rule(std::string_view s) {
-  if (s == "seed") return ErrorRule::seed;
+  if (s == "beta_on_residual") return ErrorRule::beta_on_residual;
   if (s == "smoothed") return ErrorRule::smoothed;
-  throw UsageError(detail::concat("unknown error rule '", s, "'; allowed: seed smoothed"));
+  if (s == "seed") {
+    static const bool noted = [] {
+      std::fputs("paro: error rule 'seed' is deprecated, use its new name 'beta_on_residual'\n", stderr);
+      return true;
+    }();
+    (void)noted;
+    return ErrorRule::beta_on_residual;
+  }
+  throw UsageError(detail::concat("unknown error rule '", s, "'; allowed: smoothed beta_on_residual (seed: its former name)"));
 }
 
 struct SeparateOptions {
@@ -60,7 +70,7 @@ struct SeparateOptions {
   std::uint64_t seed = 0x5E9A2A7E5EEDull;
   bool error_feedback = true;
   double beta = 0.95;  // initial beta of the error rule
-  // The seed's rule grows the error by about beta sqrt(ratio) per step when the projection's variance
+  // beta_on_residual grows the error by about beta sqrt(ratio) per step when the projection's variance
   // (about ratio ||h||^2) exceeds ||h||^2, as at ratio 32: training diverged (docs/compression.md). The
   // smoothed rule stays bounded while beta^2 + (1 - beta)^2 ratio < 1, so it is the default.
   ErrorRule error_rule = ErrorRule::smoothed;
@@ -422,10 +432,10 @@ class Separate {
 
   static std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
-  // Step 5: the seed's e <- (1 - beta) e + beta (h - h~), or its smoothed reading.
+  // Step 5: the paper's e <- (1 - beta) e + beta (h - h~), or its smoothed reading.
   float next_error(float e, float h, float h_tilde, double beta) const {
     const float b = static_cast<float>(beta);
-    return o_.error_rule == ErrorRule::seed ? (1.0f - b) * e + b * (h - h_tilde) : b * e + (1.0f - b) * (h - h_tilde);
+    return o_.error_rule == ErrorRule::beta_on_residual ? (1.0f - b) * e + b * (h - h_tilde) : b * e + (1.0f - b) * (h - h_tilde);
   }
 
   bool resets(const Tensor& t) const { return o_.reset_every > 0 && t.step % o_.reset_every == 0; }

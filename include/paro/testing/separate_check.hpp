@@ -22,7 +22,7 @@ struct SeparateCase {
   std::size_t block_cols = 0;
   std::size_t pipeline_chunk_bytes = 96;  // small: several pipelined pieces per call
   std::size_t rows_per_rank = 6;          // of the compressed matrix (40 columns)
-  compression::ErrorRule error_rule = compression::ErrorRule::seed;
+  compression::ErrorRule error_rule = compression::ErrorRule::beta_on_residual;
 };
 
 inline std::string describe(const SeparateCase& c, int ranks) {
@@ -125,7 +125,7 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
               const double target = c.sharded ? local[m][i] : expected[i];
               const double fresh = h[m][i] - target;
               error[t][m][i] = reset ? 0.0
-                               : c.error_rule == compression::ErrorRule::seed
+                               : c.error_rule == compression::ErrorRule::beta_on_residual
                                    ? (1 - o.beta) * error[t][m][i] + o.beta * fresh
                                    : o.beta * error[t][m][i] + (1 - o.beta) * fresh;
             }
