@@ -60,7 +60,8 @@ inline ErrorRule parse_error_rule(std::string_view s) {
     (void)noted;
     return ErrorRule::beta_on_residual;
   }
-  throw UsageError(detail::concat("unknown error rule '", s, "'; allowed: smoothed beta_on_residual (seed: its former name)"));
+  throw UsageError(
+      detail::concat("unknown error rule '", s, "'; allowed: smoothed beta_on_residual (seed: its former name)"));
 }
 
 struct SeparateOptions {
@@ -435,7 +436,8 @@ class Separate {
   // Step 5: the paper's e <- (1 - beta) e + beta (h - h~), or its smoothed reading.
   float next_error(float e, float h, float h_tilde, double beta) const {
     const float b = static_cast<float>(beta);
-    return o_.error_rule == ErrorRule::beta_on_residual ? (1.0f - b) * e + b * (h - h_tilde) : b * e + (1.0f - b) * (h - h_tilde);
+    return o_.error_rule == ErrorRule::beta_on_residual ? (1.0f - b) * e + b * (h - h_tilde)
+                                                        : b * e + (1.0f - b) * (h - h_tilde);
   }
 
   bool resets(const Tensor& t) const { return o_.reset_every > 0 && t.step % o_.reset_every == 0; }
