@@ -1,5 +1,6 @@
 // paro-advise: ranks the 14 PaRO-DP strategies for a model on a cluster by predicted step time among
-// those that fit in memory (dp/model.hpp: T = max(t_comm, t_comp), the paper's guideline).
+// those that fit in memory (dp/model.hpp: T = max(t_comm, t_comp), the guideline of the PaRO paper,
+// arXiv:2310.06003; docs/paro-dp.md).
 //
 //   paro-advise --params 7e9 --gpus 32 --group 8 --memory-gb 80 --intra-gbps 1200 --inter-gbps 12.5
 //   paro-advise --params 7e9 --trainable-ratio 0.1 --gpus 32 --group 8 --json advice.json

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One-shot GPU check: builds paro's CUDA targets (Release, CUDA on, MPI only where found) and runs every GPU
 # test, the PyTorch backend's tests on CUDA tensors where they exist, and a short GPU benchmark sweep, writing
-# logs and summary.json to OUTDIR. Meant for one H200 in under 5 minutes; without a GPU every GPU test reports
-# SKIPPED, the benchmarks are skipped, summary.json says "gpu": false with the reason, and the check is ok.
-#   scripts/gpu-prepare.sh            # once, where GoogleTest/CLI11/nlohmann-json are installed
+# logs and summary.json to OUTDIR. Meant for one GPU machine, within the budget below; without a GPU every GPU
+# test reports SKIPPED, the benchmarks are skipped, summary.json says "gpu": false with the reason, and the
+# check is ok.
+#   scripts/gpu-prepare.sh            # once, where GoogleTest/CLI11/nlohmann-json are installed; then copy the
+#                                     # tree with third_party/ to the GPU machine (it needs no network access)
 #   scripts/gpu-check.sh OUTDIR       # on the GPU machine; exit 0 when summary.json says "ok": true
 # Every step runs under its own timeout (PARO_GPU_TIMEOUT_<STEP>, seconds), all of them within
 # PARO_GPU_CHECK_BUDGET (540 s). summary.json is rewritten after every step (docs/gpu.md has its format).
@@ -18,7 +20,7 @@ out=$(cd "$1" && pwd)
 export PATH="/usr/local/cuda/bin:$PATH"
 build=${PARO_GPU_BUILD:-build-gpu}
 jobs=${PARO_JOBS:-$(nproc)}
-budget=${PARO_GPU_CHECK_BUDGET:-540}  # under the 600 s a command may run on this project's device machine
+budget=${PARO_GPU_CHECK_BUDGET:-540}  # 540 s by default, so that the check fits a 10-minute job slot
 mpi=${PARO_GPU_MPI:-$(command -v mpicxx >/dev/null && echo ON || echo OFF)}
 plan=(configure build kernels tests torch busbw_all_reduce busbw_all_gather busbw_reduce_scatter busbw_nccl)
 

@@ -188,7 +188,7 @@ TEST_P(DpEngine, EveryStrategyMatchesNnnAndTheModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Emulated, DpEngine,
-                         ::testing::Values("nodes=2,ranks=4",    // the 2 groups x 4
+                         ::testing::Values("nodes=2,ranks=4",    // 2 groups x 4, as in paro-train
                                            "nodes=4,ranks=2",    // more groups than members
                                            "nodes=2,ranks=3",    // not a power of two
                                            "nodes=1,ranks=4",    // one group: I = G

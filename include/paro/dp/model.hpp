@@ -46,7 +46,7 @@ struct Cluster {
 };
 
 // Bytes per element. The trainer: fp32 parameters and gradients, Adam's m and v (8). Mixed precision as
-// in DESIGN.md / the paper: 2-byte parameters and gradients, 12 bytes of fp32 master copy, m and v.
+// in the PaRO paper (arXiv:2310.06003): 2-byte parameters and gradients, 12 bytes of fp32 master copy, m and v.
 struct ElementBytes {
   double param = 4, grad = 4, os = 8;
   static ElementBytes mixed_precision() { return {2, 2, 12}; }
