@@ -384,12 +384,13 @@ class Transport {
   }
 };
 
-// The GPU of this process among its node's: the launcher's local rank (Open MPI, Slurm, torchrun, MPICH)
-// modulo the GPUs visible, 0 without a launcher.
+// The GPU of this process among its node's: the local rank of the innermost launcher (torchrun, Open MPI,
+// MPICH, then Slurm) modulo the GPUs visible, 0 without a launcher. Innermost first: torchrun or mpirun
+// started inside an srun task inherit that task's SLURM_LOCALID, the same for all their processes.
 inline int local_device() {
   const int gpus = cuda::device_count();
   paro::detail::require(gpus > 0, "nccl: no usable GPU (", cuda::device_census().why_none, ")");
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK", "MPI_LOCALRANKID"})
+  for (const char* var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
     if (auto v = env::get(var)) return static_cast<int>(env::parse_integer(*v, var, 0, 1 << 20)) % gpus;
   return 0;
 }
