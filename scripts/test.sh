@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test of paro on a fresh machine (Debian, root or sudo):
-#   0. the include layering check (scripts/check-includes.py) and the format check (scripts/format.sh);
+#   0. the include layering check (scripts/check-includes.py), the format check (scripts/format.sh) and the
+#      check that docs, scripts and comments speak of the library only (scripts/check-references.py);
 #   1. the Release build: unit tests, threads tests at 1..16 ranks, mpirun at 2/3/4/8 ranks, the C++20 check;
 #   2. an ASan+UBSan build of the unit, threads and SEPARATE tests, and a TSan build of the threads tests (the mpi
 #      and ucx tests stay in step 1: their libraries' own threads and allocations would drown the reports);
@@ -42,6 +43,9 @@ export PATH="/usr/local/cuda/bin:$PATH"  # the CUDA toolkit is preinstalled ther
 # The layers of include/paro point one way (docs/architecture.md), and the sources keep .clang-format's layout.
 stage "include layering" python3 scripts/check-includes.py
 stage "format" scripts/format.sh --check
+# No tracker numbers, outside paths or private tools in the tree's text (and the check itself catches one).
+references() { python3 scripts/check-references.py --self-test && python3 scripts/check-references.py; }
+stage "references (docs speak of the library only)" references
 
 main_build() {
   # CUDA is built once, in its own stage below.
