@@ -22,6 +22,7 @@
 
 #include "paro/core/activity.hpp"
 #include "paro/core/error.hpp"
+#include "paro/transport/forwarding.hpp"
 #include "paro/transport/transport.hpp"
 
 namespace paro::checksum {
@@ -56,18 +57,14 @@ struct Header {
 };
 
 template <class Inner>
-class Transport {
-  static_assert(check_transport<Inner>(), "checksum::Transport<T>: T must model the Transport concept");
+class Transport : public Forwarding<Transport<Inner>, Inner> {
+  using Base = Forwarding<Transport<Inner>, Inner>;
+  using Base::inner_;
 
  public:
-  static constexpr const char* name = Inner::name;
-  static constexpr bool has_native_collectives = Inner::has_native_collectives;
-  static constexpr bool stepwise = is_stepwise_v<Inner>;
-  using Buffer = decltype(std::declval<Inner&>().allocate(std::size_t{}));
-
   struct Request {
     typename Inner::Request header, payload;
-    std::optional<Buffer> header_buffer;  // in the inner transport's memory space
+    std::optional<typename Base::Buffer> header_buffer;  // in the inner transport's memory space
     // Receives: what to check once both have arrived.
     bool is_receive = false;
     void* buf = nullptr;
@@ -77,29 +74,7 @@ class Transport {
   };
 
   Transport() = default;
-  explicit Transport(Inner inner) : inner_(std::move(inner)) {}
-
-  int rank() const { return inner_.rank(); }
-  int size() const { return inner_.size(); }
-  bool concurrent_use() const { return inner_.concurrent_use(); }
-  Inner& inner() { return inner_; }
-
-  auto allocate(std::size_t bytes) { return inner_.allocate(bytes); }
-  void copy(void* dst, const void* src, std::size_t bytes) { inner_.copy(dst, src, bytes); }
-  void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dt, ReduceOp op) {
-    inner_.reduce(dst, a, b, count, dt, op);
-  }
-  void divide(void* buf, std::size_t count, DataType dt, int divisor) { inner_.divide(buf, count, dt, divisor); }
-  void upload(void* dst, const void* host, std::size_t bytes) { inner_.upload(dst, host, bytes); }
-  void download(void* host, const void* src, std::size_t bytes) { inner_.download(host, src, bytes); }
-  template <class I = Inner, class = decltype(std::declval<I&>().shared_memory_id())>
-  int shared_memory_id() {
-    return inner_.shared_memory_id();
-  }
-  template <class I = Inner, class = decltype(std::declval<I&>().issue())>
-  void issue() {
-    inner_.issue();
-  }
+  explicit Transport(Inner inner) : Base(std::move(inner)) {}
 
   Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
     Request r;
@@ -136,32 +111,11 @@ class Transport {
     }
     r.header_buffer.reset();
   }
-  void wait_all(std::vector<Request>& requests) {
-    for (auto& r : requests) wait(r);
-    requests.clear();
-  }
-  template <class I = Inner, class = decltype(std::declval<I&>().abandon(std::declval<const std::string&>()))>
-  void abandon(const std::string& why) {
-    inner_.abandon(why);
-  }
-
-  Transport split(int color, int key) { return Transport(inner_.split(color, key)); }
-
-  void native_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
-    inner_.native_all_reduce(send, recv, count, dt, op);
-  }
-  void native_all_gather(const void* send, void* recv, std::size_t count, DataType dt) {
-    inner_.native_all_gather(send, recv, count, dt);
-  }
-  void native_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
-    inner_.native_reduce_scatter(send, recv, count, dt, op);
-  }
 
  private:
-  Inner inner_;
   std::map<std::pair<int, int>, std::uint64_t> sent_, received_;  // next sequence number per channel
 
-  std::pair<int, int> channel(int peer, int tag) const { return {peer, stepwise ? 0 : tag}; }
+  std::pair<int, int> channel(int peer, int tag) const { return {peer, Base::stepwise ? 0 : tag}; }
 
   std::uint64_t hash_of(const void* buf, std::size_t bytes) {
     if constexpr (is_host_memory_v<Inner>) {
@@ -175,7 +129,7 @@ class Transport {
 
   void verify(const Request& r, const Header& h) {
     auto where = [&] {
-      return paro::detail::concat("rank ", rank(), ": the message from rank ", r.peer, " on tag ", r.tag, " (#",
+      return paro::detail::concat("rank ", this->rank(), ": the message from rank ", r.peer, " on tag ", r.tag, " (#",
                                   r.sequence, " on that channel, ", r.bytes, " bytes)");
     };
     if (h.sequence != r.sequence)

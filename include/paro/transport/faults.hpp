@@ -28,7 +28,7 @@
 
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
-#include "paro/transport/transport.hpp"
+#include "paro/transport/forwarding.hpp"
 
 namespace paro::faults {
 
@@ -125,24 +125,20 @@ struct State {
 }  // namespace detail
 
 template <class Inner>
-class Transport {
-  static_assert(check_transport<Inner>(), "faults::Transport<T>: T must model the Transport concept");
+class Transport : public Forwarding<Transport<Inner>, Inner> {
+  using Base = Forwarding<Transport<Inner>, Inner>;
+  using Base::inner_;
 
  public:
-  static constexpr const char* name = Inner::name;
-  static constexpr bool has_native_collectives = Inner::has_native_collectives;
-  static constexpr bool stepwise = is_stepwise_v<Inner>;
-  using Buffer = decltype(std::declval<Inner&>().allocate(std::size_t{}));
-
   struct Request {
-    typename Inner::Request message, copy;  // copy: the duplicate
-    std::optional<Buffer> corrupted;        // what a corrupted send sends instead of the caller's buffer
+    typename Inner::Request message, copy;           // copy: the duplicate
+    std::optional<typename Base::Buffer> corrupted;  // what a corrupted send sends instead of the caller's buffer
   };
 
   Transport() = default;
   // The world: inner is the whole communicator, and spec's rank is one of its ranks.
   explicit Transport(Inner inner, std::optional<FaultSpec> spec = FaultSpec::from_env())
-      : inner_(std::move(inner)), state_(std::make_shared<detail::State>()) {
+      : Base(std::move(inner)), state_(std::make_shared<detail::State>()) {
     state_->world_rank = inner_.rank();
     inject(std::move(spec));
   }
@@ -160,28 +156,6 @@ class Transport {
 
   // The non-empty messages this rank has sent since the fault was armed, where the fault is for this rank.
   long sent() const { return state_->sent; }
-
-  int rank() const { return inner_.rank(); }
-  int size() const { return inner_.size(); }
-  bool concurrent_use() const { return inner_.concurrent_use(); }
-  Inner& inner() { return inner_; }
-
-  auto allocate(std::size_t bytes) { return inner_.allocate(bytes); }
-  void copy(void* dst, const void* src, std::size_t bytes) { inner_.copy(dst, src, bytes); }
-  void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dt, ReduceOp op) {
-    inner_.reduce(dst, a, b, count, dt, op);
-  }
-  void divide(void* buf, std::size_t count, DataType dt, int divisor) { inner_.divide(buf, count, dt, divisor); }
-  void upload(void* dst, const void* host, std::size_t bytes) { inner_.upload(dst, host, bytes); }
-  void download(void* host, const void* src, std::size_t bytes) { inner_.download(host, src, bytes); }
-  template <class I = Inner, class = decltype(std::declval<I&>().shared_memory_id())>
-  int shared_memory_id() {
-    return inner_.shared_memory_id();
-  }
-  template <class I = Inner, class = decltype(std::declval<I&>().issue())>
-  void issue() {
-    inner_.issue();
-  }
 
   Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
     Request r;
@@ -228,32 +202,13 @@ class Transport {
     inner_.wait(r.copy);
     r.corrupted.reset();
   }
-  void wait_all(std::vector<Request>& requests) {
-    for (auto& r : requests) wait(r);
-    requests.clear();
-  }
-  template <class I = Inner, class = decltype(std::declval<I&>().abandon(std::declval<const std::string&>()))>
-  void abandon(const std::string& why) {
-    inner_.abandon(why);
-  }
 
   Transport split(int color, int key) { return Transport(inner_.split(color, key), state_); }
 
-  void native_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
-    inner_.native_all_reduce(send, recv, count, dt, op);
-  }
-  void native_all_gather(const void* send, void* recv, std::size_t count, DataType dt) {
-    inner_.native_all_gather(send, recv, count, dt);
-  }
-  void native_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
-    inner_.native_reduce_scatter(send, recv, count, dt, op);
-  }
-
  private:
-  Inner inner_;
   std::shared_ptr<detail::State> state_;
 
-  Transport(Inner inner, std::shared_ptr<detail::State> state) : inner_(std::move(inner)), state_(std::move(state)) {}
+  Transport(Inner inner, std::shared_ptr<detail::State> state) : Base(std::move(inner)), state_(std::move(state)) {}
 
   // The fault, when this non-empty send is the one it hits.
   std::optional<FaultKind> hit() {

@@ -44,7 +44,7 @@
 #include "paro/core/error.hpp"
 #include "paro/core/tags.hpp"
 #include "paro/topology/emulation.hpp"
-#include "paro/transport/transport.hpp"
+#include "paro/transport/forwarding.hpp"
 
 namespace paro::paced {
 
@@ -239,15 +239,13 @@ constexpr int setup_tag = tags::paced_setup;
 }  // namespace detail
 
 template <class Inner>
-class Transport {
-  static_assert(check_transport<Inner>(), "paced::Transport<T>: T must model the Transport concept");
+class Transport : public Forwarding<Transport<Inner>, Inner> {
+  using Base = Forwarding<Transport<Inner>, Inner>;
+  using Base::inner_;
 
  public:
-  static constexpr const char* name = Inner::name;
-  static constexpr bool has_native_collectives = Inner::has_native_collectives;
-  // A schedule must not run ahead of a stepwise inner transport; pacing changes no matching.
-  static constexpr bool stepwise = is_stepwise_v<Inner>;
-
+  // Everything but the messages is the inner transport's (forwarding.hpp): pacing delays messages and
+  // leaves the bytes where they are; a schedule must not run ahead of a stepwise inner transport either.
   struct Request {
     typename Inner::Request header, payload;
     std::unique_ptr<std::int64_t> finish_ns;  // receives: arrives in the header
@@ -272,30 +270,9 @@ class Transport {
     return Transport(std::move(inner), std::move(fabric), std::move(members));
   }
 
-  int rank() const { return inner_.rank(); }
-  int size() const { return inner_.size(); }
-  bool concurrent_use() const { return inner_.concurrent_use(); }
-  Inner& inner() { return inner_; }
-
-  // The inner transport's memory space: pacing delays messages and leaves the bytes where they are.
-  auto allocate(std::size_t bytes) { return inner_.allocate(bytes); }
-  void copy(void* dst, const void* src, std::size_t bytes) { inner_.copy(dst, src, bytes); }
-  void reduce(void* dst, const void* a, const void* b, std::size_t count, DataType dt, ReduceOp op) {
-    inner_.reduce(dst, a, b, count, dt, op);
-  }
-  void divide(void* buf, std::size_t count, DataType dt, int divisor) { inner_.divide(buf, count, dt, divisor); }
-  void upload(void* dst, const void* host, std::size_t bytes) { inner_.upload(dst, host, bytes); }
-  void download(void* host, const void* src, std::size_t bytes) { inner_.download(host, src, bytes); }
-
-  // The inner transport's host identity, where it has one (mpi: MPI_COMM_TYPE_SHARED), for discovery.
-  template <class I = Inner, class = decltype(std::declval<I&>().shared_memory_id())>
-  int shared_memory_id() {
-    return inner_.shared_memory_id();
-  }
-
   Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
     Request r;
-    const int from = world(rank()), to = world(peer);
+    const int from = world(this->rank()), to = world(peer);
     if (!fabric_->clocks) {
       if (fabric_->trace) {
         r.unpaced = {from, to, inter(from, to), bytes, now_ns(), 0};
@@ -344,22 +321,13 @@ class Transport {
     r.sender_done_ns = 0;
   }
 
-  void wait_all(std::vector<Request>& requests) {
-    for (auto& r : requests) wait(r);
-    requests.clear();
-  }
-  template <class I = Inner, class = decltype(std::declval<I&>().abandon(std::declval<const std::string&>()))>
-  void abandon(const std::string& why) {
-    inner_.abandon(why);
-  }
-
   // Collective. The new communicator learns its members' world ranks by passing them around a ring.
   Transport split(int color, int key) {
     Inner sub = inner_.split(color, key);
     if (sub.size() == 0) return Transport(std::move(sub), fabric_, {});
     const int n = sub.size(), r = sub.rank();
     std::vector<int> members(static_cast<std::size_t>(n));
-    members[static_cast<std::size_t>(r)] = world(rank());
+    members[static_cast<std::size_t>(r)] = world(this->rank());
     for (int step = 0; step + 1 < n; ++step) {
       const int send_slot = ((r - step) % n + n) % n, recv_slot = ((r - step - 1) % n + n) % n;
       auto q =
@@ -371,23 +339,12 @@ class Transport {
     return Transport(std::move(sub), fabric_, std::move(members));
   }
 
-  void native_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
-    inner_.native_all_reduce(send, recv, count, dt, op);
-  }
-  void native_all_gather(const void* send, void* recv, std::size_t count, DataType dt) {
-    inner_.native_all_gather(send, recv, count, dt);
-  }
-  void native_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
-    inner_.native_reduce_scatter(send, recv, count, dt, op);
-  }
-
  private:
-  Inner inner_;
   std::shared_ptr<detail::Fabric> fabric_;
   std::vector<int> world_of_;  // communicator rank -> world rank
 
   Transport(Inner inner, std::shared_ptr<detail::Fabric> fabric, std::vector<int> members)
-      : inner_(std::move(inner)), fabric_(std::move(fabric)), world_of_(std::move(members)) {}
+      : Base(std::move(inner)), fabric_(std::move(fabric)), world_of_(std::move(members)) {}
 
   int world(int r) const { return world_of_[static_cast<std::size_t>(r)]; }
   bool inter(int a, int b) const {

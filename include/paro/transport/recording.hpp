@@ -35,7 +35,7 @@
 #include "paro/core/dtype.hpp"
 #include "paro/core/error.hpp"
 #include "paro/core/reduce_op.hpp"
-#include "paro/transport/transport.hpp"
+#include "paro/transport/forwarding.hpp"
 
 namespace paro::recording {
 
@@ -89,12 +89,17 @@ struct Message {
 }  // namespace detail
 
 template <class Inner>
-class Transport {
-  static_assert(check_transport<Inner>(), "recording::Transport<T>: T must model the Transport concept");
+class Transport : public Forwarding<Transport<Inner>, Inner> {
+  using Base = Forwarding<Transport<Inner>, Inner>;
+  using Base::inner_;
   using Group = detail::Group<typename Inner::Request>;
   using Message = detail::Message<typename Inner::Request>;
 
  public:
+  // NCCL's rules whatever the inner transport's: no native collectives (the schedules are what is tested),
+  // stepwise, one thread at a time. The rest is the inner transport's (forwarding.hpp): rank, size,
+  // allocate, bind_thread, abandon, and staging, a plain synchronous copy as nccl's (any thread may stage
+  // while another drives the rank).
   static constexpr const char* name = "recording";
   static constexpr bool has_native_collectives = false;
   static constexpr bool stepwise = true;
@@ -107,8 +112,6 @@ class Transport {
   // Wraps one rank's world communicator (each rank wraps its own).
   explicit Transport(Inner inner) : Transport(std::move(inner), std::make_shared<detail::Driver>()) {}
 
-  int rank() const { return inner_.rank(); }
-  int size() const { return inner_.size(); }
   bool concurrent_use() const { return false; }
 
   Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
@@ -122,15 +125,6 @@ class Transport {
     issue();  // all that is recorded, not only r: a peer may need those messages to get to r's
     complete_through(r.message->group.get());
     r.message.reset();
-  }
-
-  void wait_all(std::vector<Request>& requests) {
-    for (auto& r : requests) wait(r);
-    requests.clear();
-  }
-  template <class I = Inner, class = decltype(std::declval<I&>().abandon(std::declval<const std::string&>()))>
-  void abandon(const std::string& why) {
-    inner_.abandon(why);
   }
 
   // Posts everything recorded as one group (nccl: ncclGroupStart, the sends and receives, ncclGroupEnd).
@@ -155,7 +149,6 @@ class Transport {
     return Transport(std::move(sub), driver_);
   }
 
-  auto allocate(std::size_t bytes) { return inner_.allocate(bytes); }
   void copy(void* dst, const void* src, std::size_t bytes) {
     local([&] { inner_.copy(dst, src, bytes); });
   }
@@ -165,27 +158,22 @@ class Transport {
   void divide(void* buf, std::size_t count, DataType dt, int divisor) {
     local([&] { inner_.divide(buf, count, dt, divisor); });
   }
-  // Staging is a plain synchronous copy, as nccl's: any thread may stage while another drives the rank.
-  void upload(void* dst, const void* host, std::size_t bytes) { inner_.upload(dst, host, bytes); }
-  void download(void* host, const void* src, std::size_t bytes) { inner_.download(host, src, bytes); }
 
  private:
   static constexpr int untagged = 0;
 
-  Inner inner_;
   std::shared_ptr<detail::Driver> driver_;
   std::vector<std::shared_ptr<Message>> recorded_;  // posted, not yet issued
   std::deque<std::shared_ptr<Group>> issued_;       // issued, not yet complete, in stream order
 
-  Transport(Inner inner, std::shared_ptr<detail::Driver> driver)
-      : inner_(std::move(inner)), driver_(std::move(driver)) {}
+  Transport(Inner inner, std::shared_ptr<detail::Driver> driver) : Base(std::move(inner)), driver_(std::move(driver)) {}
 
   Request post(void* buf, std::size_t bytes, int peer, int tag, bool is_send) {
     detail::Driver::Scope scope(*driver_);
     const char* what = is_send ? "isend" : "irecv";
-    paro::detail::require(size() > 0, what, " on an empty recording communicator (split with a negative color)");
-    paro::detail::require(peer >= 0 && peer < size(), what, ": peer ", peer, " is outside the communicator [0, ",
-                          size(), ")");
+    paro::detail::require(this->size() > 0, what, " on an empty recording communicator (split with a negative color)");
+    paro::detail::require(peer >= 0 && peer < this->size(), what, ": peer ", peer, " is outside the communicator [0, ",
+                          this->size(), ")");
     paro::detail::require(tag >= 0, what, ": tag ", tag, " is negative; tags are >= 0");
     auto message = std::make_shared<Message>(Message{buf, bytes, peer, is_send, nullptr});
     recorded_.push_back(message);
