@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "paro/bootstrap/mpi.hpp"
-#include "paro/collectives.hpp"
-#include "paro/testing/report.hpp"
+#include "paro/communicator/communicator.hpp"
+#include "paro/tools/report.hpp"
 #include "paro/transport/mpi.hpp"
 #include "paro/transport/ucx.hpp"
 
@@ -62,8 +62,8 @@ int run(const Settings& s) {
     std::printf("# %10s  %13s  %13s  %13s  %10s  %10s\n", "", "busbw(GB/s)", "busbw(GB/s)", "busbw(GB/s)", "ring",
                 "Allreduce");
   }
-  for (std::size_t bytes : paro::testing::size_sweep(paro::env::parse_bytes(s.min_bytes, "-b"),
-                                                     paro::env::parse_bytes(s.max_bytes, "-e"), s.factor, 4)) {
+  for (std::size_t bytes : paro::tools::size_sweep(paro::env::parse_bytes(s.min_bytes, "-b"),
+                                                   paro::env::parse_bytes(s.max_bytes, "-e"), s.factor, 4)) {
     const std::size_t count = bytes / 4;
     std::vector<float> a(count, 1.0f), b(count);
     auto ucx_ring = [&] { on_ucx.all_reduce(a.data(), b.data(), count, paro::ReduceOp::sum, ring); };
@@ -96,7 +96,7 @@ int run(const Settings& s) {
                        {"mpi_allreduce_busbw_gbps", busbw[2]}});
     if (!exact) return 1;
   }
-  if (rank == 0) paro::testing::write_json_records(s.json_path, records);
+  if (rank == 0) paro::tools::write_json_records(s.json_path, records);
   return 0;
 }
 

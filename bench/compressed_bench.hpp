@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "paro/communicator/over_ranks.hpp"
 #include "paro/compression/separate.hpp"
 #include "paro/core/clock.hpp"
 #include "paro/core/env.hpp"
 #include "paro/testing/separate_check.hpp"
+#include "paro/tools/over_ranks.hpp"
 
 #include "median.hpp"
 

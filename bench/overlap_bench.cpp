@@ -22,9 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "paro/communicator/collective_call.hpp"
-#include "paro/communicator/over_ranks.hpp"
-#include "paro/testing/report.hpp"
+#include "paro/tools/collective_call.hpp"
+#include "paro/tools/over_ranks.hpp"
+#include "paro/tools/report.hpp"
 
 namespace {
 
@@ -76,8 +76,8 @@ int run(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& 
     std::printf("# %10s  %9s  %10s  %11s  %11s  %11s  %11s  %11s  %8s\n", "size(B)", "algo", "comm(us)", "compute(us)",
                 "overlap(us)", "max(us)", "sum(us)", "overlap/max", "hidden");
   }
-  for (std::size_t bytes : paro::testing::size_sweep(paro::env::parse_bytes(s.min_bytes, "-b"),
-                                                     paro::env::parse_bytes(s.max_bytes, "-e"), s.factor, 4 * n)) {
+  for (std::size_t bytes : paro::tools::size_sweep(paro::env::parse_bytes(s.min_bytes, "-b"),
+                                                   paro::env::parse_bytes(s.max_bytes, "-e"), s.factor, 4 * n)) {
     for (Algorithm algo : algos) {
       const std::size_t count = coll == Collective::all_reduce ? bytes / 4 : bytes / 4 / static_cast<std::size_t>(n);
       const paro::BufferShape shape = paro::buffer_shape(coll, count, n, comm.rank());
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", s.json_path, "write one JSON record per (size, algorithm) here");
   CLI11_PARSE(app, argc, argv);
   try {
-    paro::testing::LaunchOptions o;
+    paro::tools::LaunchOptions o;
     o.backend = s.backend;
     o.thread_ranks = s.thread_ranks;
     o.emulate = s.emulate;
@@ -182,8 +182,8 @@ int main(int argc, char** argv) {
     o.program = "paro-overlap";
     o.argc = &argc;
     o.argv = &argv;
-    return paro::testing::launch_tool(o, s.json_path,
-                                      [&](auto& comm, nlohmann::json& records) { return run(comm, s, records); });
+    return paro::tools::launch_tool(o, s.json_path,
+                                    [&](auto& comm, nlohmann::json& records) { return run(comm, s, records); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paro-overlap: %s\n", e.what());
     return 2;

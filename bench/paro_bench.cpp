@@ -39,15 +39,15 @@
 #include <string>
 #include <vector>
 
-#include "paro/algorithms/link_sources.hpp"
-#include "paro/communicator/calibration.hpp"
-#include "paro/communicator/collective_call.hpp"
-#include "paro/communicator/over_ranks.hpp"
+#include "paro/algorithms/cost/link_sources.hpp"
 #include "paro/core/clock.hpp"
 #include "paro/paro.hpp"
 #include "paro/testing/collective_check.hpp"
-#include "paro/testing/launch.hpp"
-#include "paro/testing/report.hpp"
+#include "paro/tools/calibration.hpp"
+#include "paro/tools/collective_call.hpp"
+#include "paro/tools/launch.hpp"
+#include "paro/tools/over_ranks.hpp"
+#include "paro/tools/report.hpp"
 #include "paro/transport/paced.hpp"
 
 #include "median.hpp"
@@ -262,7 +262,7 @@ class Bench {
   std::vector<std::size_t> sizes(DataType dt) const {
     const std::size_t unit =
         paro::size_of(dt) * static_cast<std::size_t>(coll_ == Collective::all_reduce ? 1 : t_.size());
-    return paro::testing::size_sweep(min_bytes(s_), max_bytes(s_), s_.factor, unit);
+    return paro::tools::size_sweep(min_bytes(s_), max_bytes(s_), s_.factor, unit);
   }
 
   std::size_t count_for(DataType dt, std::size_t bytes) const {
@@ -543,7 +543,7 @@ void run_compressed(paro::Communicator<Transport>& comm, const Settings& s, nloh
     paro::detail::require(run.shapes.back().first > 0 && run.shapes.back().second > 0,
                           "--shape: rows and cols must be >= 1");
   } else {
-    for (std::size_t bytes : paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor))
+    for (std::size_t bytes : paro::tools::size_sweep(min_bytes(s), max_bytes(s), s.factor))
       run.shapes.emplace_back(std::max<std::size_t>(1, bytes / 4096), 1024);
   }
   run.options.ratio = s.ratio;
@@ -586,7 +586,7 @@ std::size_t run_on(paro::Communicator<Transport>& comm, const Settings& s, nlohm
   return wrong;
 }
 
-// --calibrate: the cost model's numbers measured and fitted here (paro/communicator/calibration.hpp), with
+// --calibrate: the cost model's numbers measured and fitted here (paro/tools/calibration.hpp), with
 // how well they predict the measurements; written for PARO_COST_FILE by rank 0 unless the fit predicts
 // worse than the model in use (then nothing is written and the exit status is 1).
 template <class Transport>
@@ -641,7 +641,7 @@ void explain(paro::Communicator<Transport>& comm, const Settings& s) {
       "# pipeline; nodes only: the scope cut by its nodes alone, not by its pods; direct: every level exchanges\n"
       "# directly, whatever its blocks' size\n");
   for (Collective coll : collectives(s.coll))
-    for (std::size_t bytes : paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor)) {
+    for (std::size_t bytes : paro::tools::size_sweep(min_bytes(s), max_bytes(s), s.factor)) {
       const auto d = Registry::decide(model, coll, bytes, comm.shape(scope));
       std::printf("%s %zu (bound %.1f us):", paro::name_of(coll), bytes, comm.lower_bound_us(coll, bytes, scope));
       for (std::size_t i = 0; i < d.count; ++i) {
@@ -691,8 +691,18 @@ void reject_host_only_options(const Settings& s) {
                         ": --trace and --calibrate work on host backends only");
 }
 
-paro::testing::LaunchOptions launch_options(const Settings& s, int* argc, char*** argv) {
-  paro::testing::LaunchOptions o;
+// --backend's check: a backend this build has (tools/backends.hpp), else the list's message.
+std::string backend_built(const std::string& name) {
+  try {
+    paro::tools::Backends::require_built(name, "");  // CLI11 names the option
+    return {};
+  } catch (const paro::Error& e) {
+    return e.message();
+  }
+}
+
+paro::tools::LaunchOptions launch_options(const Settings& s, int* argc, char*** argv) {
+  paro::tools::LaunchOptions o;
   o.backend = s.backend;
   o.device = s.device;
   o.thread_ranks = s.thread_ranks;
@@ -728,17 +738,13 @@ int main(int argc, char** argv) {
   app.add_option("-t,--nthreads", s.thread_ranks, "ranks of the threads backend")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-#ifdef PARO_HAVE_CUDA
-  app.add_option("--backend", s.backend, "threads, mpi, ucx (under paro-run) or nccl")
+  app.add_option("--backend", s.backend, "threads, mpi, ucx (under paro-run) or nccl (paro-bench-cuda)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"threads", "mpi", "ucx", "nccl"}));
+      ->check(backend_built);
+#ifdef PARO_HAVE_CUDA
   app.add_option("--device", s.device, "threads backend: buffers in host or cuda (device) memory")
       ->capture_default_str()
       ->check(CLI::IsMember({"host", "cuda"}));
-#else
-  app.add_option("--backend", s.backend, "threads, mpi or ucx (under paro-run)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"threads", "mpi", "ucx"}));
 #endif
   app.add_option(
          "--coll", s.coll,
@@ -788,9 +794,9 @@ int main(int argc, char** argv) {
 
   try {
     reject_host_only_options(s);
-    paro::testing::size_sweep(min_bytes(s), max_bytes(s), s.factor);  // -b -e -f checked before any rank starts
-    const paro::testing::LaunchOptions o = launch_options(s, &argc, &argv);
-    return paro::testing::launch_tool(o, s.json_path, [&](auto& comm, nlohmann::json& records) {
+    paro::tools::size_sweep(min_bytes(s), max_bytes(s), s.factor);  // -b -e -f checked before any rank starts
+    const paro::tools::LaunchOptions o = launch_options(s, &argc, &argv);
+    return paro::tools::launch_tool(o, s.json_path, [&](auto& comm, nlohmann::json& records) {
       return run_or_calibrate(comm, s, records) == 0 ? 0 : 1;  // 1: wrong elements
     });
   } catch (const std::exception& e) {

@@ -30,7 +30,6 @@
 #include <string>
 #include <vector>
 
-#include "paro/communicator/over_ranks.hpp"
 #include "paro/compression/separate.hpp"
 #include "paro/dp/checkpoint.hpp"
 #include "paro/dp/deepspeed_config.hpp"
@@ -38,8 +37,9 @@
 #include "paro/dp/model.hpp"
 #include "paro/paro.hpp"
 #include "paro/testing/dp_check.hpp"
-#include "paro/testing/launch.hpp"
-#include "paro/testing/report.hpp"
+#include "paro/tools/launch.hpp"
+#include "paro/tools/over_ranks.hpp"
+#include "paro/tools/report.hpp"
 #include "train/char_mlp.hpp"
 #include "train/corpus.hpp"
 
@@ -529,7 +529,7 @@ int main(int argc, char** argv) {
     paro::detail::require(s.strategy != "all" || (s.checkpoint_dir.empty() && !s.resume),
                           "--checkpoint-dir / --resume: give one strategy, not all");
     paro::detail::require(!s.resume || !s.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
-    paro::testing::LaunchOptions o;
+    paro::tools::LaunchOptions o;
     o.backend = s.backend;
     o.thread_ranks = s.thread_ranks;
     o.emulate = s.emulate;
@@ -537,8 +537,8 @@ int main(int argc, char** argv) {
     o.program = "paro-train";
     o.argc = &argc;
     o.argv = &argv;
-    return paro::testing::launch_tool(o, s.json_path,
-                                      [&](auto& comm, nlohmann::json& records) { return train(comm, s, records); });
+    return paro::tools::launch_tool(o, s.json_path,
+                                    [&](auto& comm, nlohmann::json& records) { return train(comm, s, records); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paro-train: %s\n", e.what());
     return 2;

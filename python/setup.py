@@ -62,7 +62,7 @@ def extension():
     library_dirs = []
     libraries = []
     extra_link_args = []
-    define_macros = []
+    define_macros = [("PARO_HAVE_UCX", "1")]  # the backends this build has (paro/tools/backends.hpp)
 
     flags = pkg_config("ucx", "libucx-dev", "UCX from openucx.org") + pkg_config(
         "openblas", "libopenblas-dev", "OpenBLAS from your distribution")
@@ -80,7 +80,7 @@ def extension():
 
     if shutil.which("mpicxx"):
         # The C API only: no MPI C++ bindings (libmpi_cxx) to link.
-        define_macros += [("PARO_TORCH_WITH_MPI", "1"), ("OMPI_SKIP_MPICXX", "1"), ("MPICH_SKIP_MPICXX", "1")]
+        define_macros += [("PARO_HAVE_MPI", "1"), ("OMPI_SKIP_MPICXX", "1"), ("MPICH_SKIP_MPICXX", "1")]
         for command in ("--showme:compile", "--showme:link"):
             for flag in shlex.split(subprocess.run(["mpicxx", command], check=True, capture_output=True,
                                                    text=True).stdout):
@@ -104,7 +104,7 @@ def extension():
     if not shutil.which("nvcc"):
         raise SystemExit("paro_torch: PARO_TORCH_CUDA=1 but nvcc is not on PATH")
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
-    define_macros.append(("PARO_TORCH_WITH_CUDA", "1"))
+    define_macros.append(("PARO_HAVE_CUDA", "1"))
     # The NCCL that torch itself loads: a second libnccl.so.2 in one process would be the first one anyway.
     try:
         import nvidia.nccl

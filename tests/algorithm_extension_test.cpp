@@ -49,7 +49,7 @@ using WithDirect = paro::algorithms::BuiltinAlgorithms::with<DirectAllGather>;  
 // Runs body(comm) on n thread ranks with a Communicator that knows the direct all-gather.
 template <class Body>
 std::vector<std::string> on_ranks(int n, Body body) {
-  return paro::testing::joined(paro::testing::on_thread_ranks(n, [&](paro::threads::Transport& t) {
+  return paro::testing::joined(paro::tools::on_thread_ranks(n, [&](paro::threads::Transport& t) {
     paro::Communicator<paro::threads::Transport, WithDirect> comm(std::move(t));
     return body(comm);
   }));

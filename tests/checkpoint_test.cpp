@@ -90,7 +90,7 @@ const paro::dp::Adam adam{1e-2f};
 std::vector<float> run(const char* emulate, const char* strategy, int from, int to, const std::string& resume_from,
                        const std::string& save_to) {
   const float start = resume_from.empty() ? 1.0f : -3.0f;
-  return paro::testing::run_on_thread_ranks(ranks_of(emulate), cluster(emulate), [&](auto& comm) {
+  return paro::tools::run_on_thread_ranks(ranks_of(emulate), cluster(emulate), [&](auto& comm) {
     Engine<paro::threads::Transport> e(comm, Strategy::parse(strategy), initial(trainable_count, 0.05f * start),
                                        initial(frozen_count, 0.2f * start), adam);
     if (!resume_from.empty()) {
@@ -133,12 +133,11 @@ TEST(Checkpoint, LosingAdamsStateChangesTheBits) {
   const std::string saved = folder.path.string();
   const std::vector<float> uninterrupted = run("nodes=2,ranks=2", "NNN", 0, 6, "", "");
   const std::vector<float> at_three = run("nodes=2,ranks=2", "NIG", 0, 3, "", saved);
-  const std::vector<float> restarted =
-      paro::testing::run_on_thread_ranks(4, cluster("nodes=2,ranks=2"), [&](auto& comm) {
-        Engine<paro::threads::Transport> e(comm, Strategy::parse("NIG"), at_three, initial(frozen_count, 0.2f), adam);
-        train(e, 3, 6);  // the parameters of step 3, fresh optimizer
-        return e.gather_trainable();
-      })[0];
+  const std::vector<float> restarted = paro::tools::run_on_thread_ranks(4, cluster("nodes=2,ranks=2"), [&](auto& comm) {
+    Engine<paro::threads::Transport> e(comm, Strategy::parse("NIG"), at_three, initial(frozen_count, 0.2f), adam);
+    train(e, 3, 6);  // the parameters of step 3, fresh optimizer
+    return e.gather_trainable();
+  })[0];
   EXPECT_FALSE(same_bits(restarted, uninterrupted));
   EXPECT_TRUE(same_bits(run("nodes=2,ranks=2", "NIG", 3, 6, saved, ""), uninterrupted));
 }
@@ -178,7 +177,7 @@ TEST(Checkpoint, DirectoryNamesTheLatestCompleteSaveAndPrunesOlderOnes) {
 
 // Every rank reports the same error; returns rank 0's.
 std::string load_error(const char* emulate, const char* strategy, std::size_t trainable, const std::string& folder) {
-  return paro::testing::run_on_thread_ranks(ranks_of(emulate), cluster(emulate), [&](auto& comm) {
+  return paro::tools::run_on_thread_ranks(ranks_of(emulate), cluster(emulate), [&](auto& comm) {
     Engine<paro::threads::Transport> e(comm, Strategy::parse(strategy), initial(trainable, 0.05f),
                                        initial(frozen_count, 0.2f), adam);
     return error_of([&] { e.load(folder); });
@@ -215,7 +214,7 @@ TEST(Checkpoint, WrongMissingOrDamagedCheckpointsAreErrors) {
 
 TEST(Checkpoint, SavingOrLoadingInsideAStepIsAnError) {
   TemporaryFolder folder;
-  const auto errors = paro::testing::run_on_thread_ranks(2, paro::CommunicatorConfig{}, [&](auto& comm) {
+  const auto errors = paro::tools::run_on_thread_ranks(2, paro::CommunicatorConfig{}, [&](auto& comm) {
     Engine<paro::threads::Transport> e(comm, Strategy::parse("NNG"), initial(8, 0.1f), {}, adam);
     e.begin_micro_step();
     return error_of([&] { e.save(folder.path.string()); }) + " | " + error_of([&] { e.load(folder.path.string()); });

@@ -7,10 +7,12 @@
 #include <string>
 #include <tuple>
 
+#include "any_communicator_check.hpp"
 #include "paro/testing/collective_check.hpp"
 #include "paro/testing/dp_check.hpp"
 #include "paro/testing/nonblocking_check.hpp"
 #include "paro/testing/transport_check.hpp"
+#include "paro/tools/backends.hpp"
 #include "paro/transport/mpi.hpp"
 #include "paro/transport/paced.hpp"
 #ifdef PARO_HAVE_COMPRESSION
@@ -54,6 +56,32 @@ TEST_P(MpiCollective, OneMiBPerRankChunked) {
     if (!f.empty()) failures.push_back(f);
   }
   EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+// The same matrix through AnyCommunicator, the backend chosen at run time (any_communicator_check.hpp).
+TEST(MpiAnyCommunicator, RunsTheMatrix) {
+  auto failures = paro::testing::any_communicator_matrix(paro::mpi::Transport::world());
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+// A backend by name: this process's rank of the job, and clear errors for names it cannot join.
+TEST(MpiAnyCommunicator, ConnectsByName) {
+  paro::AnyCommunicator comm = paro::tools::connect("mpi");
+  EXPECT_STREQ(comm.backend(), "mpi");
+  std::int64_t x = 1;
+  comm.all_reduce(&x, &x, 1, paro::ReduceOp::sum);
+  EXPECT_EQ(x, comm.size());
+  auto error_of = [](const char* name) {
+    try {
+      paro::tools::connect(name);
+    } catch (const paro::UsageError& e) {
+      return e.message();
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error_of("bogus").find("unknown backend; allowed: threads mpi ucx nccl"), std::string::npos)
+      << error_of("bogus");
+  EXPECT_NE(error_of("threads").find("threads of one process"), std::string::npos) << error_of("threads");
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <tuple>
 
+#include "any_communicator_check.hpp"
 #include "paro/testing/collective_check.hpp"
 #include "threads_harness.hpp"
 
@@ -14,8 +15,10 @@ namespace {
 
 using paro::Algorithm;
 using paro::Collective;
+using paro::testing::any_communicator_matrix;
 using paro::testing::first_lines;
 using paro::testing::on_threads;
+using paro::testing::on_transports;
 using paro::testing::run_matrix;
 
 using Param = std::tuple<Collective, Algorithm, int>;
@@ -43,6 +46,14 @@ INSTANTIATE_TEST_SUITE_P(AllRankCounts, ThreadsCollective,
                          param_name);
 
 // Multi-MiB buffers: the ring's chunked pipeline (1 MiB chunks) with uneven blocks.
+// The same matrix through AnyCommunicator, the backend chosen at run time (any_communicator_check.hpp).
+TEST(ThreadsAnyCommunicator, RunsTheMatrix) {
+  for (int n : {1, 3, 4}) {
+    auto failures = on_transports(n, [](auto t) { return any_communicator_matrix(std::move(t)); });
+    EXPECT_TRUE(failures.empty()) << n << " ranks: " << first_lines(failures);
+  }
+}
+
 class ThreadsLargeCollective : public ::testing::TestWithParam<Param> {};
 
 TEST_P(ThreadsLargeCollective, SeveralMiB) {

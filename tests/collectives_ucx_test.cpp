@@ -19,11 +19,13 @@
 #include <tuple>
 #include <vector>
 
+#include "any_communicator_check.hpp"
 #include "paro/bootstrap/bootstrap.hpp"
 #include "paro/bootstrap/from_env.hpp"
 #include "paro/testing/collective_check.hpp"
 #include "paro/testing/nonblocking_check.hpp"
 #include "paro/testing/transport_check.hpp"
+#include "paro/tools/backends.hpp"
 #include "paro/transport/ucx.hpp"
 
 namespace {
@@ -193,6 +195,22 @@ TEST_P(UcxCollective, EveryTypeOpAndShape) {
     return f;
   });
   EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+// The same matrix through AnyCommunicator, the backend chosen at run time (any_communicator_check.hpp).
+TEST(UcxAnyCommunicator, RunsTheMatrix) {
+  auto failures = everywhere([](paro::ucx::Transport& t) { return paro::testing::any_communicator_matrix(t); });
+  EXPECT_TRUE(failures.empty()) << join(failures);
+}
+
+// Under a launcher: this process's rank by the backend's name, bootstrapped through the launcher's store.
+TEST(UcxAnyCommunicator, ConnectsByName) {
+  if (!as_processes()) GTEST_SKIP() << "one rank per process only (under paro-run)";
+  paro::AnyCommunicator comm = paro::tools::connect("ucx");
+  EXPECT_STREQ(comm.backend(), "ucx");
+  std::int64_t x = comm.rank();
+  comm.all_reduce(&x, &x, 1, paro::ReduceOp::sum);
+  EXPECT_EQ(x, std::int64_t{comm.size()} * (comm.size() - 1) / 2);
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {

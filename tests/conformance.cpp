@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "paro/testing/conformance.hpp"
-#include "paro/testing/launch.hpp"
+#include "paro/tools/launch.hpp"
 #include "threads_harness.hpp"
 #ifdef PARO_CONFORMANCE_MPI
 #include "paro/transport/mpi.hpp"
@@ -100,8 +100,8 @@ bool prints_summary() { return world().transport.rank() == 0; }
 const char* const program = "paro-tests-conformance";
 // One cluster on thread ranks: the cases rank 0 ran, and every rank's failures.
 ClusterResult on_cluster(const paro::testing::RandomCluster& c, std::uint64_t seed, int per_cluster) {
-  auto per_rank = paro::testing::run_on_thread_ranks(c.ranks, config_for(c),
-                                                     [&](auto& comm) { return run_cluster(comm, seed, per_cluster); });
+  auto per_rank = paro::tools::run_on_thread_ranks(c.ranks, config_for(c),
+                                                   [&](auto& comm) { return run_cluster(comm, seed, per_cluster); });
   ClusterResult all;
   all.cases = per_rank.front().cases;
   for (auto& r : per_rank) all.failures.insert(all.failures.end(), r.failures.begin(), r.failures.end());

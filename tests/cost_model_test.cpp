@@ -11,10 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "paro/algorithms/calibration_fit.hpp"
-#include "paro/algorithms/cost_shape.hpp"
+#include "paro/algorithms/cost/calibration_fit.hpp"
+#include "paro/algorithms/cost/cost_shape.hpp"
+#include "paro/algorithms/cost/link_sources.hpp"
+#include "paro/algorithms/cost/paro_cc_cost.hpp"
 #include "paro/algorithms/hierarchy.hpp"
-#include "paro/algorithms/link_sources.hpp"
 #include "paro/algorithms/paro_cc.hpp"
 #include "paro/algorithms/registry.hpp"
 #include "paro/topology/emulation.hpp"
@@ -26,6 +27,7 @@ using paro::Collective;
 using paro::algorithms::CostModel;
 using paro::algorithms::CostShape;
 using paro::algorithms::LinkModel;
+using paro::algorithms::ParoCcCost;
 using Builtin = paro::algorithms::BuiltinAlgorithms;
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
@@ -270,7 +272,7 @@ TEST(Predictions, InlineLanesPipelineOnlyWhereLevelsGoTogether) {
       for (Collective half : c == Collective::all_reduce
                                  ? std::vector<Collective>{Collective::reduce_scatter, Collective::all_gather}
                                  : std::vector<Collective>{c})
-        t += model.together(half, inline_lanes, block, k);
+        t += ParoCcCost(model).together(half, inline_lanes, block, k);
       return t;
     };
     EXPECT_NEAR(p.time_us, together(pieces), 1e-9 * p.time_us) << paro::name_of(c);
@@ -292,10 +294,11 @@ TEST(Predictions, TogetherInPiecesPipelinesTheLevels) {
     for (double pieces : {1.0, 2.0, 4.0, 8.0}) {
       const double r = model.direct(c, 4, 1, block / pieces, rail), u = model.direct(c, 2, 4, block / pieces, node);
       const double want = r + (pieces - 1) * std::max(r, u) + u;
-      EXPECT_NEAR(model.together(c, s, block, pieces), want, 1e-9 * want) << paro::name_of(c) << " " << pieces;
+      EXPECT_NEAR(ParoCcCost(model).together(c, s, block, pieces), want, 1e-9 * want)
+          << paro::name_of(c) << " " << pieces;
     }
-  EXPECT_LT(model.together_pieces(Collective::all_gather, s, block).time_us,
-            model.together(Collective::all_gather, s, block));
+  EXPECT_LT(ParoCcCost(model).together_pieces(Collective::all_gather, s, block).time_us,
+            ParoCcCost(model).together(Collective::all_gather, s, block));
 }
 
 // With one thread per rank, paro_cc either exchanges each level's shards together (one latency per level,
@@ -312,12 +315,12 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
     for (std::size_t bytes : {std::size_t{4096}, MiB64}) {
       const double block = bytes / 8.0;
       auto one_at_a_time = [&](Collective k) {
-        return own.pipelined(k, s, block, CostModel::Overlap::inline_lanes).time_us;
+        return ParoCcCost(own).pipelined(k, s, block, ParoCcCost::Overlap::inline_lanes).time_us;
       };
       const double one = c == Collective::all_reduce
                              ? one_at_a_time(Collective::reduce_scatter) + one_at_a_time(Collective::all_gather)
                              : one_at_a_time(c);
-      const auto in_pieces = own.together_pieces(c, s, block);
+      const auto in_pieces = ParoCcCost(own).together_pieces(c, s, block);
       const bool together = in_pieces.time_us <= one;
       const double want = together ? in_pieces.time_us : one;
       const auto p = Builtin::predict(own, Algorithm::paro_cc, c, bytes, s);
@@ -335,7 +338,7 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
   EXPECT_TRUE(Builtin::predict(own, Algorithm::paro_cc, Collective::all_gather, KiB64, eight).together);
   const auto rs = Builtin::predict(own, Algorithm::paro_cc, Collective::reduce_scatter, KiB64, eight);
   EXPECT_FALSE(rs.together);
-  EXPECT_LT(rs.time_us, own.together_pieces(Collective::reduce_scatter, eight, KiB64 / 16.0).time_us);
+  EXPECT_LT(rs.time_us, ParoCcCost(own).together_pieces(Collective::reduce_scatter, eight, KiB64 / 16.0).time_us);
 }
 
 // Inline lanes together over a rail of more units than direct exchanges in flight: the all-gather's first
@@ -377,7 +380,7 @@ TEST(Predictions, TogetherOverSeveralWindowsOverlapsTheUnitWithTheRail) {
       const double want = g == 17                       ? rail_alone + unit(17)
                           : c == Collective::all_gather ? rail_alone + unit(g - 1 - 32)
                                                         : unit(16) + rail_alone;
-      EXPECT_NEAR(model.together(c, s, block), want, 1e-9 * want) << paro::name_of(c) << " " << g;
+      EXPECT_NEAR(ParoCcCost(model).together(c, s, block), want, 1e-9 * want) << paro::name_of(c) << " " << g;
     }
   }
 }
@@ -389,11 +392,12 @@ TEST(Predictions, AnInlineRingRailMakesTheNextShardWhileItsPartialMoves) {
   const CostShape s = inline_pairs(4);
   const CostModel model(per_rank_nic(0, 0), per_rank_nic(0, 0));
   const double block = MiB64 / 8.0;  // a ring at both levels
-  const double shard = model.scatter(s, 1, block, CostModel::Overlap::inline_lanes);
+  const double shard = ParoCcCost(model).scatter(s, 1, block, ParoCcCost::Overlap::inline_lanes);
   const CostModel::Hop rail = model.rail_hop(s, 0);
   const double step = rail.alpha + block * rail.beta;
   ASSERT_GT(step, shard);
-  const double t = model.pipelined(Collective::reduce_scatter, s, block, CostModel::Overlap::inline_lanes).time_us;
+  const double t =
+      ParoCcCost(model).pipelined(Collective::reduce_scatter, s, block, ParoCcCost::Overlap::inline_lanes).time_us;
   EXPECT_NEAR(t, shard + 3 * (step + model.reduce_us(block)), 1e-9 * t);
 }
 
@@ -405,7 +409,8 @@ TEST(Predictions, ADirectRailMakesMyOwnShardWhileThePartialsFly) {
   const double block = 4096, reduce = model.reduce_us(block);
   for (double shard : {10.0, 50.0}) {
     double unit = 0;
-    const double done = model.rail_scatter(2, shard, direct, block, CostModel::Overlap::inline_lanes, 0, unit);
+    const double done =
+        ParoCcCost(model).rail_scatter(2, shard, direct, block, ParoCcCost::Overlap::inline_lanes, 0, unit);
     EXPECT_DOUBLE_EQ(done, std::max(shard + direct.step() + reduce, 2 * shard)) << shard;
     EXPECT_DOUBLE_EQ(unit, 2 * shard);
   }
@@ -482,8 +487,8 @@ TEST(Predictions, EveryLevelDirectWherePredictedFasterThanTheRings) {
   const CostShape s = a.shape();
   const auto p = Builtin::predict(a.model(), Algorithm::paro_cc, Collective::reduce_scatter, MiB256, s);
   EXPECT_TRUE(p.direct && !p.together);
-  const double rings = a.model()
-                           .pipelined(Collective::reduce_scatter, s, MiB256 / 128.0, CostModel::Overlap::inline_lanes,
+  const double rings = ParoCcCost(a.model())
+                           .pipelined(Collective::reduce_scatter, s, MiB256 / 128.0, ParoCcCost::Overlap::inline_lanes,
                                       /*all_direct=*/false)
                            .time_us;
   EXPECT_LT(p.time_us, 0.95 * rings);
@@ -710,7 +715,7 @@ TEST(Links, EmulationKeysPlaceLinksOnTheTopology) {
   }
 }
 
-// Calibration's fit (algorithms/calibration_fit.hpp) on synthetic timings: a cluster whose true numbers
+// Calibration's fit (algorithms/cost/calibration_fit.hpp) on synthetic timings: a cluster whose true numbers
 // differ from the model's start, tree 1.3x slower than its formula everywhere, and +-3% noise per run.
 LinkModel true_links() {
   LinkModel m = slow_nic(paro::NicModel::shared);

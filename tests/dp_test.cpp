@@ -232,7 +232,7 @@ std::vector<float> sgd_job(const char* links_preset, const std::string& algorith
   config.tuning.algorithms = algorithms;
   config.tuning.pipeline_chunk_bytes = chunk;
   config.tuning.lanes = lanes;
-  auto params = paro::testing::run_on_thread_ranks(6, config, [](auto& comm) {
+  auto params = paro::tools::run_on_thread_ranks(6, config, [](auto& comm) {
     const std::size_t n = 6 * 65536, shard = n / 6;
     std::vector<float> x(n), g(n), mine(shard);
     for (std::size_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * static_cast<float>(i));

@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
-#include "paro/communicator/collective_call.hpp"
 #include "paro/testing/transport_check.hpp"
+#include "paro/tools/collective_call.hpp"
 #include "paro/transport/checksum.hpp"
 #include "paro/transport/faults.hpp"
 #include "threads_harness.hpp"
@@ -89,7 +89,7 @@ std::vector<Outcome> run_with_fault(FaultKind kind, Collective c, Algorithm a, M
   setenv("PARO_TIMEOUT", paro::detail::concat(timeout_s).c_str(), 1);
   paro::CommunicatorConfig config;
   config.discovery.emulate = "nodes=2";
-  auto outcomes = paro::testing::run_on_thread_ranks(
+  auto outcomes = paro::tools::run_on_thread_ranks(
       ranks, config,
       [&](auto& comm) {
         Outcome o;

@@ -35,7 +35,7 @@ using paro::Scope;
     if (gpus_ < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, found " << gpus_;              \
   } while (0)
 
-using paro::testing::DeviceThreads;
+using paro::tools::DeviceThreads;
 
 // --- kernels -------------------------------------------------------------------------------------------
 

@@ -15,8 +15,8 @@
 #include <tuple>
 #include <utility>
 
-#include "paro/communicator/calibration.hpp"
 #include "paro/testing/collective_check.hpp"
+#include "paro/tools/calibration.hpp"
 #include "threads_harness.hpp"
 
 namespace {

@@ -132,7 +132,7 @@ TEST(Nonblocking, APeerThatNeverIssuesEndsInAnError) {
 
 // The communicator's destructor lets queued collectives finish (their buffers are the caller's concern).
 TEST(Nonblocking, DestroyingTheCommunicatorFinishesWhatWasIssued) {
-  auto sums = paro::testing::on_thread_ranks(4, [](paro::threads::Transport& t) {
+  auto sums = paro::tools::on_thread_ranks(4, [](paro::threads::Transport& t) {
     std::vector<std::int64_t> x(10000, t.rank() + 1);
     paro::Request r;
     {

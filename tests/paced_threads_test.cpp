@@ -210,17 +210,17 @@ TEST(Launch, TheThreadsDefaultEmulationGivesWayToATopologyFile) {
       for (int i = 0; i < 2; ++i) had[i] ? ::setenv(names[i], saved[i].c_str(), 1) : ::unsetenv(names[i]);
     }
   } restore;
-  paro::testing::LaunchOptions o;
+  paro::tools::LaunchOptions o;
   o.thread_ranks = 8;
-  EXPECT_EQ(paro::testing::emulation_option(o), "nodes=2");
+  EXPECT_EQ(paro::tools::emulation_option(o), "nodes=2");
   ::setenv("PARO_TOPO_FILE", "cluster.topo.json", 1);
-  EXPECT_EQ(paro::testing::emulation_option(o), "") << "discovery reads the file itself";
+  EXPECT_EQ(paro::tools::emulation_option(o), "") << "discovery reads the file itself";
   o.emulate = "nodes=4";
-  EXPECT_EQ(paro::testing::emulation_option(o), "nodes=4") << "an explicit emulation still wins";
+  EXPECT_EQ(paro::tools::emulation_option(o), "nodes=4") << "an explicit emulation still wins";
   ::unsetenv("PARO_TOPO_FILE");
   o.emulate.clear();
   o.thread_ranks = 7;
-  EXPECT_EQ(paro::testing::emulation_option(o), "");
+  EXPECT_EQ(paro::tools::emulation_option(o), "");
 }
 
 }  // namespace

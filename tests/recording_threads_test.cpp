@@ -18,8 +18,8 @@
 namespace {
 
 using paro::testing::error_of;
-using paro::testing::HostThreads;
-using paro::testing::RecordedThreads;
+using paro::tools::HostThreads;
+using paro::tools::RecordedThreads;
 
 // Rank r's block of a 4-rank all-gather holds r + 1; returns what rank 0 ends with.
 template <class Launcher>

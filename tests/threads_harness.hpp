@@ -7,16 +7,16 @@
 #include <vector>
 
 #include "paro/paro.hpp"
-#include "paro/testing/launch.hpp"
+#include "paro/tools/launch.hpp"
 
 namespace paro::testing {
 
 // The launcher of the multi-rank test bodies: thread ranks, or, compiled with PARO_TEST_RECORDED (the
 // paro-tests-recorded binary), thread ranks under NCCL's message rules, so one body serves both.
 #ifdef PARO_TEST_RECORDED
-using TestLauncher = RecordedThreads;
+using TestLauncher = tools::RecordedThreads;
 #else
-using TestLauncher = HostThreads;
+using TestLauncher = tools::HostThreads;
 #endif
 
 // Every rank's failures, rank by rank.
@@ -30,12 +30,12 @@ inline std::vector<std::string> joined(const std::vector<std::vector<std::string
 // Communicator (the transport conformance suite).
 template <class Launcher = TestLauncher, class Body>
 std::vector<std::string> on_transports(int n, Body body) {
-  return joined(on_thread_ranks<Launcher>(n, [&](auto& t) { return body(std::move(t)); }));
+  return joined(tools::on_thread_ranks<Launcher>(n, [&](auto& t) { return body(std::move(t)); }));
 }
 
 template <class Launcher = TestLauncher, class Body>
 std::vector<std::string> on_threads(int n, Body body) {
-  return joined(run_on_thread_ranks<Launcher>(n, CommunicatorConfig{}, body));
+  return joined(tools::run_on_thread_ranks<Launcher>(n, CommunicatorConfig{}, body));
 }
 
 template <class Launcher = TestLauncher, class Body>
@@ -44,7 +44,7 @@ std::vector<std::string> on_cluster(const std::string& emulate, const std::strin
   config.discovery.emulate = emulate;
   config.group = GroupSpec::parse(group, true);
   const int ranks = topology::EmulationSpec::parse(emulate).rank_count().value();
-  return joined(run_on_thread_ranks<Launcher>(ranks, config, body));
+  return joined(tools::run_on_thread_ranks<Launcher>(ranks, config, body));
 }
 
 // The message of the paro::Error that f throws, or "(no error)".

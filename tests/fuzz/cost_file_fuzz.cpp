@@ -1,9 +1,9 @@
-// libFuzzer target: PARO_COST_FILE's JSON (algorithms/link_sources.hpp). What it accepts must survive the
+// libFuzzer target: PARO_COST_FILE's JSON (algorithms/cost/link_sources.hpp). What it accepts must survive the
 // round trip through to_json (the form paro-bench --calibrate writes) unchanged.
 #include <cstdlib>
 
 #include "fuzz_input.hpp"
-#include "paro/algorithms/link_sources.hpp"
+#include "paro/algorithms/cost/link_sources.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return paro::fuzz::refusing_only_with_paro_errors(data, size, [](const std::string& text) {

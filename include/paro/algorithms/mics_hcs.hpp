@@ -8,7 +8,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
+#include "paro/algorithms/cost/mics_hcs_cost.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/ring.hpp"
 #include "paro/core/activity.hpp"
@@ -95,7 +96,7 @@ struct MicsHcs {
   static constexpr const char* name = "mics_hcs";
   static constexpr Family family = Family::hierarchical;
   static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
-    return {m.mics(c, s, N), 0};
+    return {mics_hcs_time(m, c, N, s), 0};
   }
   template <class Ctx>
   static void all_reduce(Ctx& x, const Call& c) {

@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "paro/algorithms/algorithm.hpp"
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
 

@@ -21,14 +21,15 @@
 // Each level is a ring, or a direct exchange where its blocks are small (direct.hpp).
 // Uneven units (groups of different sizes) run one flat level instead, and say so in the log.
 //
-// Costs are in cost_model.hpp.
+// Costs are in cost/paro_cc_cost.hpp.
 
 #include <algorithm>
 #include <cstddef>
 #include <utility>
 #include <vector>
 
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
+#include "paro/algorithms/cost/paro_cc_cost.hpp"
 #include "paro/algorithms/direct.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/lanes.hpp"
@@ -74,14 +75,14 @@ inline std::size_t piece_count(const BlockList& blocks, DataType dt, const Hiera
 }
 
 // Whether paro_cc runs gather_together / scatter_together below: lanes inline, where the cost model
-// predicts it faster than one shard at a time (cost_model.hpp, inline_lanes).
+// predicts it faster than one shard at a time (cost/paro_cc_cost.hpp, inline_lanes).
 inline bool runs_together(const HierarchicalParams& p) { return p.overlap && !p.concurrent && p.together; }
 
 // The batches of gather_together / scatter_together over a rail of g units: unit numbers, in the order the
 // rail's hooks come. The all-gather's start with my own unit's shard (mine, mine-1, ...), its first batch
 // my own and the rail's first window of exchanges in flight (direct.hpp); the reduce-scatter's end with it
 // (mine-1, mine-2, ..., mine), its last batch the rail's last window and my own; every other batch one
-// window. A rail of at most one window is one batch. CostModel::together prices them.
+// window. A rail of at most one window is one batch. ParoCcCost::together prices them.
 inline std::vector<std::vector<int>> rail_batches(int g, int mine, bool own_first) {
   const int window = std::min(direct_detail::peers_in_flight, g - 1);
   std::vector<std::vector<int>> batches(1);
@@ -100,7 +101,7 @@ inline std::vector<std::vector<int>> rail_batches(int g, int mine, bool own_firs
 // shard of the batch in one exchange. An item's last batch waits for the level's next item: the
 // all-gather moves it while that item's first window flies, the reduce-scatter makes the next item's first
 // batch while this item's last window flies. So with several pieces every level's links work at once:
-// the top's rail on piece k, the level below on piece k-1, and so on down. CostModel::together plays the
+// the top's rail on piece k, the level below on piece k-1, and so on down. ParoCcCost::together plays the
 // same items out.
 struct TogetherItem {
   std::vector<BlockList> lists;   // one per shard, over the level's members
@@ -431,7 +432,7 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
 template <bool Overlap>
 struct ParoSchedules {
   static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
-    return m.paro(c, N, s, Overlap);
+    return ParoCcCost(m).paro(c, N, s, Overlap);
   }
   template <class Ctx>
   static void all_reduce(Ctx& x, const Call& c) {

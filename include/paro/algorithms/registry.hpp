@@ -7,7 +7,7 @@
 //   static constexpr const char* name;        what PARO_ALGO, --algo and the tables call it
 //   static constexpr Family family;           flat, hierarchical or native (algorithm.hpp)
 //   static Prediction predict(const CostModel&, Collective, double full_bytes, const CostShape&)
-//                                             the cost formula, from CostModel's terms (cost_model.hpp)
+//                                             the cost formula, from CostModel's terms (cost/cost_model.hpp)
 //   template <class Ctx> static void all_reduce(Ctx&, const Call&)      the schedules, those it implements;
 //   template <class Ctx> static void all_gather(Ctx&, const Call&)      a collective without one is rejected
 //   template <class Ctx> static void reduce_scatter(Ctx&, const Call&)  with the list of those that have it
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/mics_hcs.hpp"
 #include "paro/algorithms/native.hpp"
 #include "paro/algorithms/paro_cc.hpp"

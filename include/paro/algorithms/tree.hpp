@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"

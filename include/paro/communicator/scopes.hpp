@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "paro/algorithms/cost_shape.hpp"
+#include "paro/algorithms/cost/cost_shape.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/core/error.hpp"
 #include "paro/topology/grouping.hpp"

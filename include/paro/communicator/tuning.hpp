@@ -7,13 +7,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <string>
 
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/ring.hpp"
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
+#include "paro/transport/transport.hpp"
 
 namespace paro {
 
@@ -66,5 +68,16 @@ struct Tuning {
     return t;
   }
 };
+
+// A stepwise transport (NCCL's grouped send/recv) must not have receives posted ahead of the current
+// step: rings run one whole block and one receive at a time there.
+template <class Transport>
+Tuning tuned_for(Tuning t) {
+  if constexpr (is_stepwise_v<Transport>) {
+    t.ring.window = 1;
+    t.ring.chunk_bytes = std::numeric_limits<std::size_t>::max();
+  }
+  return t;
+}
 
 }  // namespace paro

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "paro/algorithms/algorithm.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/error.hpp"
 #include "paro/core/reduce_op.hpp"
@@ -51,6 +52,46 @@ inline void in_place_or_disjoint(const char* what, const void* small, std::size_
                   ": send and recv buffers overlap without being in place; in place means ",
                   "send == recv for all_reduce, send == recv + rank*count for all_gather and ",
                   "recv == send + rank*count for reduce_scatter");
+}
+
+// A verb's call after its local checks: its buffers, its full size in bytes (what plans and predictions
+// take) and whether it runs in place. rank and ranks: this rank's index in the scope and the scope's size.
+struct CheckedCall {
+  algorithms::Call call;
+  std::size_t bytes;
+  bool in_place;
+};
+
+inline CheckedCall all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
+  const char* what = "all_reduce";
+  data_type_and_op(what, dt, op);
+  const std::size_t bytes = checked_bytes(what, count, dt, 1);
+  buffers(what, send, bytes, recv, bytes);
+  in_place_or_disjoint(what, send, bytes, recv, bytes, recv);
+  return {{send, recv, count, dt, op}, bytes, send == recv};
+}
+
+inline CheckedCall all_gather(int rank, int ranks, const void* send, void* recv, std::size_t count, DataType dt) {
+  const char* what = "all_gather";
+  data_type_and_op(what, dt, ReduceOp::sum);
+  const std::size_t block = checked_bytes(what, count, dt, 1);
+  const std::size_t bytes = checked_bytes(what, count, dt, ranks);
+  buffers(what, send, block, recv, bytes);
+  const char* mine = static_cast<const char*>(recv) + static_cast<std::size_t>(rank) * block;
+  in_place_or_disjoint(what, send, block, recv, bytes, mine);
+  return {{send, recv, count, dt, ReduceOp::sum}, bytes, send == mine};
+}
+
+inline CheckedCall reduce_scatter(int rank, int ranks, const void* send, void* recv, std::size_t count, DataType dt,
+                                  ReduceOp op) {
+  const char* what = "reduce_scatter";
+  data_type_and_op(what, dt, op);
+  const std::size_t block = checked_bytes(what, count, dt, 1);
+  const std::size_t bytes = checked_bytes(what, count, dt, ranks);
+  buffers(what, send, bytes, recv, block);
+  const char* mine = static_cast<const char*>(send) + static_cast<std::size_t>(rank) * block;
+  in_place_or_disjoint(what, recv, block, send, bytes, mine);
+  return {{send, recv, count, dt, op}, bytes, recv == mine};
 }
 
 // What a rank is about to do, as PARO_CHECK compares it: the call, and the settings that cut its messages

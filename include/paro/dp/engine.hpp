@@ -25,11 +25,11 @@
 #include <utility>
 #include <vector>
 
-#include "paro/collectives.hpp"
-#include "paro/communicator/over_ranks.hpp"
+#include "paro/communicator/communicator.hpp"
 #include "paro/dp/checkpoint.hpp"
 #include "paro/dp/model.hpp"
 #include "paro/dp/strategy.hpp"
+#include "paro/tools/over_ranks.hpp"
 
 namespace paro::dp {
 

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "paro/collectives.hpp"
-#include "paro/communicator/collective_call.hpp"
+#include "paro/communicator/communicator.hpp"
 #include "paro/core/env.hpp"
+#include "paro/tools/collective_call.hpp"
 
 namespace paro::testing {
 
@@ -183,25 +183,24 @@ class StagedCase {
 };
 
 // Runs one case on this rank and checks this rank's buffers.
-template <class Transport, class Registry>
-CheckResult check_case(Communicator<Transport, Registry>& comm, const Case& c) {
-  StagedCase<Transport> staged(comm.transport(c.scope), c);
+template <class Comm>
+CheckResult check_case(Comm& comm, const Case& c) {
+  StagedCase<std::remove_reference_t<decltype(comm.transport(c.scope))>> staged(comm.transport(c.scope), c);
   call_collective(comm, c.coll, staged.send(), staged.recv(), c.count, c.dt, c.op, Options{c.algo, c.scope});
   return staged.verify();
 }
 
 // The failure description of one case ("" when all right).
-template <class Transport, class Registry>
-std::string run_case(Communicator<Transport, Registry>& comm, const Case& c) {
+template <class Comm>
+std::string run_case(Comm& comm, const Case& c) {
   return check_case(comm, c).report;
 }
 
 // A broadcast of count elements from root over the scope, checked element by element on this rank: every
 // rank starts with its own inputs, and must end with root's. Returns the failure description ("" if right).
-template <class Transport, class Registry>
-std::string check_broadcast(Communicator<Transport, Registry>& comm, DataType dt, std::size_t count, int root,
-                            Scope scope = Scope::global) {
-  Transport& t = comm.transport(scope);
+template <class Comm>
+std::string check_broadcast(Comm& comm, DataType dt, std::size_t count, int root, Scope scope = Scope::global) {
+  auto& t = comm.transport(scope);
   const std::size_t bytes = count * size_of(dt);
   auto buffer = t.allocate(bytes);
   return visit_data_type(dt, [&](auto tag) -> std::string {
@@ -249,10 +248,9 @@ inline bool reduced_matrix() {
 // Broadcasts of every data type (three under PARO_TEST_MATRIX=reduced) and the given counts from the first,
 // the middle and the last rank of the scope; with `large`, also 3 MiB + 3 bytes of u8 and f32 from the first
 // and the last (a pipelined chain where the scope has more than 3 ranks). Returns this rank's failures.
-template <class Transport, class Registry>
-std::vector<std::string> broadcast_matrix(Communicator<Transport, Registry>& comm,
-                                          const std::vector<std::size_t>& counts, Scope scope = Scope::global,
-                                          bool large = false) {
+template <class Comm>
+std::vector<std::string> broadcast_matrix(Comm& comm, const std::vector<std::size_t>& counts,
+                                          Scope scope = Scope::global, bool large = false) {
   std::vector<DataType> dtypes(std::begin(all_data_types), std::end(all_data_types));
   if (reduced_matrix()) dtypes = {DataType::f32, DataType::f16, DataType::i32};
   const int n = comm.transport(scope).size();
@@ -274,9 +272,9 @@ std::vector<std::string> broadcast_matrix(Communicator<Transport, Registry>& com
 
 // The standard matrix on one communicator: every data type x op (all_gather: op unused), the given
 // counts, in place and out of place. Returns the failure descriptions of this rank.
-template <class Transport, class Registry>
-std::vector<std::string> run_matrix(Communicator<Transport, Registry>& comm, Collective coll, Algorithm algo,
-                                    const std::vector<std::size_t>& counts, Scope scope = Scope::global) {
+template <class Comm>
+std::vector<std::string> run_matrix(Comm& comm, Collective coll, Algorithm algo, const std::vector<std::size_t>& counts,
+                                    Scope scope = Scope::global) {
   const bool reduced = reduced_matrix();
   std::vector<DataType> dtypes(std::begin(all_data_types), std::end(all_data_types));
   std::vector<ReduceOp> ops(std::begin(all_reduce_ops), std::end(all_reduce_ops));

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "paro/collectives.hpp"
+#include "paro/communicator/communicator.hpp"
 #include "paro/dp/engine.hpp"
 #include "paro/transport/paced.hpp"
 

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "paro/communicator/collective_call.hpp"
 #include "paro/testing/collective_check.hpp"
+#include "paro/tools/collective_call.hpp"
 
 namespace paro::testing {
 

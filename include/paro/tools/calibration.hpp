@@ -1,6 +1,6 @@
 #pragma once
 // Measures the cost model's numbers on a communicator's backend and topology, and fits them
-// (algorithms/calibration_fit.hpp). First a starting point from direct measurements: per-step latency and
+// (algorithms/cost/calibration_fit.hpp). First a starting point from direct measurements: per-step latency and
 // bandwidth of flat rings inside groups (intra) and along rails (inter, every rail at once, so that a
 // shared NIC is seen shared), local reduction and copy throughput with every rank busy, and the cost of
 // starting lanes. Then every (collective, algorithm) at every 4x from 1 KiB to 16 MiB, in rounds that
@@ -23,15 +23,15 @@
 #include <utility>
 #include <vector>
 
-#include "paro/algorithms/calibration_fit.hpp"
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/calibration_fit.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/lanes.hpp"
 #include "paro/algorithms/registry.hpp"
-#include "paro/collectives.hpp"
-#include "paro/communicator/collective_call.hpp"
-#include "paro/communicator/over_ranks.hpp"
+#include "paro/communicator/communicator.hpp"
 #include "paro/core/clock.hpp"
 #include "paro/core/reduce_op.hpp"
+#include "paro/tools/collective_call.hpp"
+#include "paro/tools/over_ranks.hpp"
 
 namespace paro {
 

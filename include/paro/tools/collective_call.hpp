@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "paro/collectives.hpp"
+#include "paro/communicator/communicator.hpp"
 
 namespace paro {
 
@@ -29,9 +29,9 @@ inline BufferShape buffer_shape(Collective c, std::size_t count, int n, int r) {
 }
 
 // Calls collective c through the public verbs.
-template <class Transport, class Registry>
-void call_collective(Communicator<Transport, Registry>& comm, Collective c, const void* send, void* recv,
-                     std::size_t count, DataType dt, ReduceOp op, Options o) {
+template <class Comm>
+void call_collective(Comm& comm, Collective c, const void* send, void* recv, std::size_t count, DataType dt,
+                     ReduceOp op, Options o) {
   switch (c) {
     case Collective::all_reduce: return comm.all_reduce(send, recv, count, dt, op, o);
     case Collective::all_gather: return comm.all_gather(send, recv, count, dt, o);
@@ -40,9 +40,9 @@ void call_collective(Communicator<Transport, Registry>& comm, Collective c, cons
 }
 
 // Starts collective c through the nonblocking verbs.
-template <class Transport, class Registry>
-Request start_collective(Communicator<Transport, Registry>& comm, Collective c, const void* send, void* recv,
-                         std::size_t count, DataType dt, ReduceOp op, Options o) {
+template <class Comm>
+Request start_collective(Comm& comm, Collective c, const void* send, void* recv, std::size_t count, DataType dt,
+                         ReduceOp op, Options o) {
   switch (c) {
     case Collective::all_reduce: return comm.iall_reduce(send, recv, count, dt, op, o);
     case Collective::all_gather: return comm.iall_gather(send, recv, count, dt, o);

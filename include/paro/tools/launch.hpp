@@ -2,8 +2,8 @@
 // Starting the ranks of a tool or test: picks the backend by name, makes the emulated cluster, puts the
 // paced transport in between, builds a Communicator per rank and runs one generic body on every rank.
 //
-//   paro::testing::LaunchOptions o;            // backend threads, 8 ranks, nodes=2
-//   auto run = paro::testing::launch(o, [&](auto& comm) { return measure(comm); });
+//   paro::tools::LaunchOptions o;            // backend threads, 8 ranks, nodes=2
+//   auto run = paro::tools::launch(o, [&](auto& comm) { return measure(comm); });
 //   if (run.rank_0) print(run.result);
 //
 // Thread ranks run in this process and rank 0's result comes back; under mpi (mpirun -np N) every process
@@ -17,9 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "paro/collectives.hpp"
+#include "paro/communicator/communicator.hpp"
 #include "paro/core/env.hpp"
 #include "paro/core/error.hpp"
+#include "paro/tools/backends.hpp"
 #include "paro/topology/emulation.hpp"
 #include "paro/transport/paced.hpp"
 #include "paro/transport/recording.hpp"
@@ -41,7 +42,7 @@
 #include "paro/transport/threads_cuda.cuh"
 #endif
 
-namespace paro::testing {
+namespace paro::tools {
 
 // Thread launchers: run fn(Transport) on n thread ranks, buffers in one memory space.
 struct HostThreads {
@@ -110,9 +111,9 @@ auto run_on_thread_ranks(int n, const CommunicatorConfig& config, Body&& body, M
 }
 
 struct LaunchOptions {
-  std::string backend = "threads";  // threads, mpi or ucx (under paro-run); where built with CUDA also nccl
-  std::string device = "host";      // threads: buffers in host or (CUDA builds) cuda memory
-  int thread_ranks = 8;             // threads, and nccl without MPI: ranks in this process
+  std::string backend = ThreadsBackend::name;  // a name of backends.hpp's list that this build has
+  std::string device = "host";                 // threads: buffers in host or (CUDA builds) cuda memory
+  int thread_ranks = 8;                        // threads, and nccl without MPI: ranks in this process
   // The emulated cluster (PARO_EMULATE form); empty: PARO_EMULATE, else for threads with an even rank
   // count and no PARO_TOPO_FILE 2 nodes (nodes=2), else one node. With link keys in it, host backends' messages take
   // the emulated links' time (paced::Transport); without, they pass straight through.
@@ -137,36 +138,22 @@ struct Launched {
 // would override the file's cluster, keeping only its links).
 inline std::string emulation_option(const LaunchOptions& o) {
   if (!o.emulate.empty()) return o.emulate;
-  if (o.backend == "threads" && o.thread_ranks % 2 == 0 && !env::get("PARO_EMULATE") && !env::get("PARO_TOPO_FILE"))
+  if (o.backend == ThreadsBackend::name && o.thread_ranks % 2 == 0 && !env::get("PARO_EMULATE") &&
+      !env::get("PARO_TOPO_FILE"))
     return "nodes=2";
   return "";
 }
 
-// paro::Error unless the backend and device are known and built here.
+// paro::Error unless the backend (backends.hpp) and the device are known and built here.
 inline void check_launch_options(const LaunchOptions& o) {
-#ifdef PARO_HAVE_CUDA
-  const bool known = o.backend == "threads" || o.backend == "mpi" || o.backend == "ucx" || o.backend == "nccl";
-  const char* allowed = "threads, mpi, ucx, nccl";
-#else
-  const bool known = o.backend == "threads" || o.backend == "mpi" || o.backend == "ucx";
-  const char* allowed = "threads, mpi, ucx";
-#endif
-  detail::require(known, "--backend ", o.backend, ": allowed values are ", allowed);
+  Backends::require_built(o.backend, "--backend");
   detail::require(o.device == "host" || o.device == "cuda", "--device ", o.device, ": allowed values are host, cuda");
 #ifdef PARO_HAVE_CUDA
-  detail::require(o.device == "host" || o.backend == "threads", "--device cuda: only with --backend threads",
+  detail::require(o.device == "host" || o.backend == ThreadsBackend::name, "--device cuda: only with --backend threads",
                   " (the nccl backend's buffers are on the GPU already)");
 #else
   detail::require(o.device == "host", "--device cuda: this ", o.program, " was built without CUDA (use ", o.program,
                   "-cuda)");
-#endif
-#ifndef PARO_HAVE_MPI
-  detail::require(o.backend != "mpi", "--backend mpi: this ", o.program,
-                  " was built without MPI (configure with MPI installed)");
-#endif
-#ifndef PARO_HAVE_UCX
-  detail::require(o.backend != "ucx", "--backend ucx: this ", o.program,
-                  " was built without UCX (configure with libucx-dev installed)");
 #endif
 }
 
@@ -221,9 +208,9 @@ auto launch(const LaunchOptions& o, Body&& body) {
   if (!emulate.empty()) config.discovery.emulate = emulate;
 #ifdef PARO_HAVE_CUDA
   // Device backends are not paced: the paced transport times host messages.
-  if (o.backend == "threads" && o.device == "cuda")
+  if (o.backend == ThreadsBackend::name && o.device == "cuda")
     return rank_0_of(run_on_thread_ranks<DeviceThreads>(o.thread_ranks, config, body));
-  if (o.backend == "nccl") {
+  if (o.backend == NcclBackend::name) {
 #ifdef PARO_HAVE_MPI
     return run_on_mpi_rank<Result>(
         o, config, body, [](mpi::Transport& host) { return nccl::Transport::bootstrap(host, nccl::local_device()); });
@@ -240,12 +227,12 @@ auto launch(const LaunchOptions& o, Body&& body) {
     return paced::Transport<std::decay_t<decltype(inner)>>::wrap(std::move(inner), spec, o.trace);
   };
 #ifdef PARO_HAVE_MPI
-  if (o.backend == "mpi") return run_on_mpi_rank<Result>(o, config, body, paced_over);
+  if (o.backend == MpiBackend::name) return run_on_mpi_rank<Result>(o, config, body, paced_over);
 #endif
 #ifdef PARO_HAVE_UCX
-  if (o.backend == "ucx") return run_on_ucx_rank<Result>(o, config, body, paced_over);
+  if (o.backend == UcxBackend::name) return run_on_ucx_rank<Result>(o, config, body, paced_over);
 #endif
   return rank_0_of(run_on_thread_ranks(o.thread_ranks, config, body, paced_over));
 }
 
-}  // namespace paro::testing
+}  // namespace paro::tools

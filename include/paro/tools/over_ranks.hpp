@@ -8,7 +8,7 @@
 #include <exception>
 #include <string>
 
-#include "paro/collectives.hpp"
+#include "paro/communicator/communicator.hpp"
 
 namespace paro {
 

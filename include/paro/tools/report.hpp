@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "paro/core/error.hpp"
-#include "paro/testing/launch.hpp"
+#include "paro/tools/launch.hpp"
 
 #if __has_include(<nlohmann/json.hpp>)
 #include <nlohmann/json.hpp>
 #endif
 
-namespace paro::testing {
+namespace paro::tools {
 
 // Sizes from min_bytes to max_bytes, each `factor` times the last (nccl-tests' -b -e -f), rounded down to
 // a multiple of unit (whole elements on every rank); a size the rounding repeats is listed once, and a
@@ -60,4 +60,4 @@ int launch_tool(const LaunchOptions& o, const std::string& json_path, Body&& bod
 }
 #endif
 
-}  // namespace paro::testing
+}  // namespace paro::tools

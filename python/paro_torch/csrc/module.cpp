@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "paro/tools/collective_call.hpp"
 #include "separate.hpp"
 
 namespace py = pybind11;
@@ -25,7 +26,7 @@ c10::intrusive_ptr<Backend> create_backend(const c10::intrusive_ptr<c10d::Store>
 
 // paro-topo's view of a process group: where each rank is, the groups and rails, and what said so.
 py::dict topology_of(Backend& backend) {
-  auto& comm = backend.collectives();
+  auto& comm = backend.communicator();
   const paro::Topology& t = comm.topology();
   const paro::Groups& g = comm.groups();
   py::list ranks;
@@ -43,7 +44,7 @@ py::dict topology_of(Backend& backend) {
   py::list levels;
   for (paro::Level l : t.known_levels) levels.append(paro::name_of(l));
   py::dict out;
-  out["transport"] = comm.transport_name();
+  out["transport"] = comm.backend();
   out["ranks"] = ranks;
   out["levels"] = levels;
   out["grouping"] = comm.grouping().describe();
@@ -62,7 +63,7 @@ void direct(Backend& backend, const std::string& collective, at::Tensor& output,
     TORCH_CHECK_VALUE(t.is_contiguous() && t.device().is_cpu(), "paro backend direct: contiguous CPU tensors only");
   }
   check_alike(output, input, "direct");
-  Collectives& comm = backend.collectives();
+  paro::AnyCommunicator& comm = backend.communicator();
   const paro::DataType dt = data_type_of(output);
   const paro::Collective c = translating([&] { return paro::parse_collective(collective); });
   const std::int64_t n = comm.size();
@@ -70,19 +71,12 @@ void direct(Backend& backend, const std::string& collective, at::Tensor& output,
                     "paro backend direct all_gather: the output must hold ", n, " x the input's elements");
   TORCH_CHECK_VALUE(c != paro::Collective::reduce_scatter || input.numel() == n * output.numel(),
                     "paro backend direct reduce_scatter: the input must hold ", n, " x the output's elements");
-  paro::Request r;
   translating([&] {
-    switch (c) {
-      case paro::Collective::all_reduce:
-        r = comm.all_reduce(output.data_ptr(), output.data_ptr(), count_of(output), dt, paro::ReduceOp::sum, {});
-        break;
-      case paro::Collective::all_gather:
-        r = comm.all_gather(input.data_ptr(), output.data_ptr(), count_of(input), dt, {});
-        break;
-      case paro::Collective::reduce_scatter:
-        r = comm.reduce_scatter(input.data_ptr(), output.data_ptr(), count_of(output), dt, paro::ReduceOp::sum, {});
-        break;
-    }
+    // all_reduce in place on output; the others from input to output.
+    const bool reduce = c == paro::Collective::all_reduce;
+    paro::Request r = paro::start_collective(comm, c, reduce ? output.data_ptr() : input.data_ptr(), output.data_ptr(),
+                                             count_of(c == paro::Collective::all_gather ? input : output), dt,
+                                             paro::ReduceOp::sum, {});
     r.wait();
   });
 }
@@ -98,7 +92,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def(
           "algorithm_for",
           [](Backend& b, const std::string& collective, std::size_t bytes) {
-            return b.collectives().algorithm_for(paro::parse_collective(collective), bytes);
+            paro::AnyCommunicator& comm = b.communicator();
+            return std::string(comm.name_of(comm.resolve(paro::parse_collective(collective), bytes)));
           },
           py::arg("collective"), py::arg("bytes"),
           "the algorithm a collective ('all_reduce', 'all_gather', 'reduce_scatter') over a full buffer of this "

@@ -1,11 +1,17 @@
 #pragma once
-// torch's scalar types as paro's data types: one table for the backend and for SEPARATE.
+// Tensors and options: torch's names to paro's (scalar types, one table for the backend and for SEPARATE;
+// reduce ops) and the checks of the tensors a collective is given, with the allowed values in every error.
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <cstddef>
 #include <optional>
 
 #include "paro/core/dtype.hpp"
+#include "paro/core/reduce_op.hpp"
 
 namespace paro::torch_backend {
 
@@ -23,5 +29,51 @@ inline std::optional<DataType> paro_type_of(at::ScalarType t) {
     default: return std::nullopt;
   }
 }
+
+inline DataType data_type_of(const at::Tensor& t) {
+  const std::optional<DataType> dt = paro_type_of(t.scalar_type());
+  TORCH_CHECK_TYPE(dt, "paro backend: tensors of type ", t.scalar_type(),
+                   " are not supported; allowed: float32 float64 float16 bfloat16 int8 int32 int64 uint8");
+  return *dt;
+}
+
+inline ReduceOp reduce_op_of(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return ReduceOp::sum;
+    case c10d::ReduceOp::PRODUCT: return ReduceOp::prod;
+    case c10d::ReduceOp::MIN: return ReduceOp::min;
+    case c10d::ReduceOp::MAX: return ReduceOp::max;
+    case c10d::ReduceOp::AVG: return ReduceOp::avg;
+    default:
+      TORCH_CHECK_VALUE(false, "paro backend: reduce op ", op.op_,
+                        " is not supported; allowed: SUM PRODUCT MIN MAX AVG");
+  }
+}
+
+#ifdef PARO_HAVE_CUDA
+constexpr bool built_with_cuda = true;
+#else
+constexpr bool built_with_cuda = false;
+#endif
+
+// A dense tensor on a device this build handles, or a ValueError that says what was given.
+inline void check_dense(const at::Tensor& t, const char* what) {
+  TORCH_CHECK_VALUE(t.defined(), "paro backend ", what, ": an undefined tensor");
+  TORCH_CHECK_VALUE(t.layout() == at::kStrided, "paro backend ", what, ": only dense (strided) tensors, not ",
+                    t.layout());
+  TORCH_CHECK_VALUE(t.device().is_cpu() || (built_with_cuda && t.device().is_cuda()), "paro backend ", what,
+                    ": a tensor on ", t.device(), "; allowed: ",
+                    built_with_cuda ? "cpu, cuda" : "cpu (this build has no CUDA: PARO_TORCH_CUDA=1 at install)");
+}
+
+// Tensors that one collective moves between: the same type, on the same device.
+inline void check_alike(const at::Tensor& a, const at::Tensor& b, const char* what) {
+  TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), "paro backend ", what, ": tensors of types ", a.scalar_type(),
+                   " and ", b.scalar_type(), "; all must have the same type");
+  TORCH_CHECK_VALUE(a.device() == b.device(), "paro backend ", what, ": tensors on ", a.device(), " and ", b.device(),
+                    "; all must be on the same device");
+}
+
+inline std::size_t count_of(const at::Tensor& t) { return static_cast<std::size_t>(t.numel()); }
 
 }  // namespace paro::torch_backend

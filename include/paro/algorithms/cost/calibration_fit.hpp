@@ -1,6 +1,6 @@
 #pragma once
 // Turns timings of every (collective, algorithm, size) into a cost model that a noisy machine cannot fool
-// (communicator/calibration.hpp takes the timings; this file only computes, so tests feed it numbers):
+// (tools/calibration.hpp takes the timings; this file only computes, so tests feed it numbers):
 //   1. each point is the median of its repeated runs, and its noise their relative median deviation;
 //   2. the physical numbers (links, per-message step, lane start, reduce and copy throughput) are fitted
 //      jointly to every point at once, minimising the mean |log(predicted / measured)|: an absolute error,
@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
 
 namespace paro::algorithms {
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/topology/topology.hpp"
 

@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "paro/algorithms/cost_model.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/registry.hpp"
 #include "paro/core/file.hpp"
 #include "paro/topology/topology.hpp"

@@ -1,0 +1,367 @@
+#pragma once
+// The public verbs. A Communicator owns a transport; every verb validates its arguments, plans (planner.hpp:
+// the argument, else PARO_ALGO, else the cost model's fastest) and runs the algorithm's schedule, found
+// through its descriptor in the registry (algorithms/registry.hpp).
+//
+// Buffer conventions (NCCL's):
+//   all_reduce(send, recv, count)          both hold count elements; in place when send == recv
+//   all_gather(send, recv, count)          send holds count, recv holds size()*count, rank r's block at
+//                                          recv + r*count; in place when send == recv + rank()*count
+//   reduce_scatter(send, recv, count)      send holds size()*count, recv holds count; in place when
+//                                          recv == send + rank()*count (the other blocks of send are then
+//                                          left undefined)
+//   broadcast(buf, count, root)            buf holds count elements; the root's become everyone's
+// All ranks must call the same verbs in the same order with the same count, type, op, algorithm and scope.
+// Buffers belong to the caller; a verb returns when this rank's part is complete and its buffers may be
+// reused (other ranks may still be finishing theirs).
+//
+// Scopes (communicator/scopes.hpp): global (every rank), intra (the ranks of my group), inter (my rail:
+// the ranks with my index in every group). Groups come from the topology (communicator/discovery.hpp) and
+// PARO_GROUP (topology/grouping.hpp).
+//
+// Algorithms: ring and tree (flat), mics_hcs, paro_seq and paro_cc (hierarchical: over the levels of the
+// topology among the scope's ranks), native (the backend's own), automatic (the cost model's fastest).
+// The settings that change how they run are a Tuning (communicator/tuning.hpp).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+
+#include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/broadcast.hpp"
+#include "paro/algorithms/cost/cost_model.hpp"
+#include "paro/algorithms/cost/link_sources.hpp"
+#include "paro/algorithms/hierarchy.hpp"
+#include "paro/algorithms/paro_cc.hpp"
+#include "paro/algorithms/registry.hpp"
+#include "paro/communicator/discovery.hpp"
+#include "paro/communicator/jobs.hpp"
+#include "paro/communicator/options.hpp"
+#include "paro/communicator/planner.hpp"
+#include "paro/communicator/progress.hpp"
+#include "paro/communicator/scopes.hpp"
+#include "paro/communicator/signature.hpp"
+#include "paro/communicator/tuning.hpp"
+#include "paro/communicator/typed_verbs.hpp"
+#include "paro/communicator/validation.hpp"
+#include "paro/core/activity.hpp"
+#include "paro/core/dtype.hpp"
+#include "paro/core/error.hpp"
+#include "paro/core/log.hpp"
+#include "paro/core/reduce_op.hpp"
+#include "paro/topology/grouping.hpp"
+#include "paro/topology/topology.hpp"
+#include "paro/transport/control.hpp"
+#include "paro/transport/transport.hpp"
+
+namespace paro {
+
+// Registry: the algorithms this communicator can run (algorithms/registry.hpp); a program adds its own
+// with BuiltinAlgorithms::with<...>.
+template <class Transport, class Registry = algorithms::BuiltinAlgorithms>
+class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
+  static_assert(check_transport<Transport>(),
+                "paro::Communicator<T>: T does not model the Transport concept (see paro/transport/transport.hpp)");
+  using Typed = TypedVerbs<Communicator>;
+  using Planned = Planner<Registry, Transport>;
+
+ public:
+  // Collective: discovers the topology (unless config gives it), forms the groups and splits off the
+  // intra-group, rail and per-level communicators. Throws UsageError for a configuration that does not fit
+  // the transport (and whatever discovery raises).
+  explicit Communicator(Transport transport, CommunicatorConfig config = {})
+      : t_(std::move(transport)),
+        tuning_(tuned_for<Transport>(std::move(config.tuning))),
+        overrides_(AlgorithmOverrides::parse<Registry>(tuning_.algorithms)),
+        topology_(config.topology ? std::move(*config.topology) : topology::discover(t_, config.discovery)),
+        groups_(Groups::make(checked(topology_), config.group)),
+        grouping_(config.group),
+        cost_(algorithms::link_model_for(topology_, tuning_.cost_file, tuning_.links_preset),
+              algorithms::link_model_for(topology_, std::nullopt, tuning_.links_preset), tuning_.direct_max_bytes,
+              tuning_.ring.window),
+        scopes_(t_, topology_, groups_, cost_.bound_links().nic, lane_choice(t_)) {
+    if (groups_.uneven())
+      log::info(rank(), "grouping by ", grouping_.describe(), ": groups of different sizes (",
+                groups_.members.front().size(), " .. ", groups_.members.back().size(),
+                " ranks); intra and inter collectives run on communicators of those sizes");
+  }
+
+  int rank() const { return t_.rank(); }
+  int size() const { return t_.size(); }
+  Transport& transport() { return t_; }
+  Transport& transport(Scope s) { return scopes_.transport(s, t_); }
+  // The ranks that share this rank's node, switch or pod (a level the topology knows).
+  Transport& level(Level l) { return scopes_.level(l); }
+  const Topology& topology() const { return topology_; }
+  const Groups& groups() const { return groups_; }
+  const GroupSpec& grouping() const { return grouping_; }
+  const Tuning& tuning() const { return tuning_; }
+
+  // Returns once every rank of the scope has called it (after this rank's earlier collectives completed).
+  void barrier(Scope s = Scope::global) {
+    Transport& t = scoped("barrier", s);
+    engine_.run_now(
+        [&t, s] {
+          activity::CollectiveScope doing(&s, [](const void* scope) {
+            return std::string("barrier ") + paro::name_of(*static_cast<const Scope*>(scope));
+          });
+          control::barrier(t);
+        },
+        [] { return std::string("barrier"); });
+  }
+
+  // Whether a call of c may request algorithm a here: registered, with a schedule for c, and (native) on a
+  // backend that has its own collectives.
+  static bool available(Algorithm a, Collective c) { return Planned::available(a, c); }
+
+  // The name of an algorithm of this communicator's registry.
+  static const char* name_of(Algorithm a) { return Planned::name_of(a); }
+
+  // The algorithm a verb would run: an explicit request, else PARO_ALGO, else the automatic choice.
+  Algorithm resolve(Collective c, std::size_t full_bytes, Algorithm requested = Algorithm::automatic,
+                    Scope scope = Scope::global) const {
+    return plan(c, full_bytes, requested, scope).algorithm;
+  }
+
+  // The cost model's view: predicted time of an algorithm (native is not modelled: 0), the lower bound,
+  // and the shape of a scope (how the hierarchical algorithms cut it).
+  const algorithms::CostModel& cost_model() const { return cost_; }
+  // Replaces the model (e.g. with one measured at run time); every rank must set the same one, since the
+  // model decides algorithms and pipeline chunks that the ranks must agree on.
+  void set_cost_model(algorithms::CostModel model) { cost_ = std::move(model); }
+  // Where paro_cc's lanes may run in calls made from now on (PARO_LANES; a backend that cannot be driven
+  // from several threads runs them inline whatever this says); every rank must set the same.
+  void set_lanes(algorithms::LaneChoice lanes) {
+    tuning_.lanes = lanes;
+    scopes_.set_lanes(lane_choice(t_));
+  }
+  const algorithms::CostShape& shape(Scope s) const { return scopes_.shape(s); }
+  double predict_us(Algorithm a, Collective c, std::size_t full_bytes, Scope s = Scope::global) const {
+    return Registry::predict(cost_, a, c, full_bytes, shape(s)).time_us;
+  }
+  double lower_bound_us(Collective c, std::size_t full_bytes, Scope s = Scope::global) const {
+    return cost_.lower_bound(c, full_bytes, shape(s));
+  }
+
+  // recv = send reduced over the scope's ranks, element by element (count elements each; in place when
+  // send == recv). Errors: UsageError for bad arguments or an algorithm this backend or collective does not
+  // have; TimeoutError / PeerFailure / BackendError when the communication fails.
+  void all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
+    run_now(prepare_all_reduce(send, recv, count, dt, op, o));
+  }
+
+  // recv = every rank's send (count elements each) in rank order; in place when send == recv + rank*count.
+  // Errors as all_reduce.
+  void all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
+    run_now(prepare_all_gather(send, recv, count, dt, o));
+  }
+
+  // recv = block rank() of send (size()*count elements) reduced over the scope's ranks; in place when
+  // recv == send + rank*count. Errors as all_reduce.
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
+    run_now(prepare_reduce_scatter(send, recv, count, dt, op, o));
+  }
+
+  // buf (count elements) on every rank of the scope becomes root's buf; root is a rank of the scope. One
+  // schedule, chosen by size (algorithms/broadcast.hpp): the algorithm must be automatic. Errors as
+  // all_reduce.
+  void broadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
+    run_now(prepare_broadcast(buf, count, dt, root, o));
+  }
+
+  // Nonblocking forms (communicator/progress.hpp): the arguments are checked now (a UsageError is thrown
+  // here); the collective runs on this communicator's progress thread after everything issued before it,
+  // and the Request reports its completion and its error. The buffers belong to the collective until the
+  // request completes. Every rank must issue the same collectives in the same order, blocking or not.
+  Request iall_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
+    return submit(prepare_all_reduce(send, recv, count, dt, op, o));
+  }
+  Request iall_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
+    return submit(prepare_all_gather(send, recv, count, dt, o));
+  }
+  Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
+    return submit(prepare_reduce_scatter(send, recv, count, dt, op, o));
+  }
+  Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
+    return submit(prepare_broadcast(buf, count, dt, root, o));
+  }
+
+  // Returns once every collective issued so far has completed; throws the first failure, if any. Use it
+  // before driving transport() directly while nonblocking collectives may be in flight.
+  void wait_all() { engine_.wait_all(); }
+
+  // The typed forms (typed_verbs.hpp): the data type follows from T.
+  using Typed::all_gather;
+  using Typed::all_reduce;
+  using Typed::broadcast;
+  using Typed::iall_gather;
+  using Typed::iall_reduce;
+  using Typed::ibroadcast;
+  using Typed::ireduce_scatter;
+  using Typed::reduce_scatter;
+
+ private:
+  Transport t_;
+  Tuning tuning_;
+  AlgorithmOverrides overrides_;
+  Topology topology_;
+  Groups groups_;
+  GroupSpec grouping_;
+  algorithms::CostModel cost_;
+  Scopes<Transport> scopes_;
+  // Last: destroyed first, so that its worker finishes the queued collectives while the rest still exists.
+  ProgressEngine engine_{[this] { bind_worker_thread(); }};
+
+  // What a descriptor's schedules see of this communicator (algorithms/registry.hpp).
+  struct Context {
+    Communicator& self;
+    Scope scope;
+    const Plan& plan;
+    Transport& comm() { return self.transport(scope); }
+    algorithms::Hierarchy<Transport>& hierarchy() { return self.scopes_.hierarchy(scope, comm(), plan.nodes_only); }
+    const algorithms::RingParams& ring() const { return self.tuning_.ring; }
+    algorithms::HierarchicalParams levels() const {
+      algorithms::HierarchicalParams p;
+      p.ring = self.tuning_.ring;
+      p.direct_max_bytes = plan.direct ? std::numeric_limits<std::size_t>::max() : self.tuning_.direct_max_bytes;
+      p.concurrent = !plan.lanes_inline;
+      // Inline lanes pipeline only where their levels exchange their shards together (paro_cc.hpp).
+      p.pipeline_chunk_bytes = plan.pipeline_chunk_bytes;
+      p.together = plan.together;
+      return p;
+    }
+  };
+
+  using Job = CollectiveJob<Communicator>;
+  using BroadcastJob = paro::BroadcastJob<Communicator>;
+  friend Job;
+  friend BroadcastJob;
+
+  // The checks that need no communication, and the plan; the rest happens in execute().
+  Job prepare_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) {
+    scoped("all_reduce", o.scope);
+    return job(Collective::all_reduce, validation::all_reduce(send, recv, count, dt, op), std::move(o));
+  }
+  Job prepare_all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o) {
+    Transport& t = scoped("all_gather", o.scope);
+    return job(Collective::all_gather, validation::all_gather(t.rank(), t.size(), send, recv, count, dt), std::move(o));
+  }
+  Job prepare_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) {
+    Transport& t = scoped("reduce_scatter", o.scope);
+    return job(Collective::reduce_scatter, validation::reduce_scatter(t.rank(), t.size(), send, recv, count, dt, op),
+               std::move(o));
+  }
+
+  BroadcastJob prepare_broadcast(void* buf, std::size_t count, DataType dt, int root, Options o) {
+    const char* what = "broadcast";
+    Transport& t = scoped(what, o.scope);
+    validation::data_type_and_op(what, dt, ReduceOp::sum);
+    const std::size_t bytes = validation::checked_bytes(what, count, dt, 1);
+    validation::buffers(what, buf, bytes, buf, bytes);
+    detail::require(root >= 0 && root < t.size(), what, ": root ", root, " is not a rank of the ",
+                    paro::name_of(o.scope), " scope; allowed: 0 .. ", t.size() - 1);
+    detail::require(o.algorithm == Algorithm::automatic, what, ": algorithm ", name_of(o.algorithm),
+                    "; broadcast has one schedule (a binomial tree, a pipelined chain for large messages), so ",
+                    "allowed: automatic");
+    BroadcastJob j{this, o.scope, buf, count, dt, root, std::move(o.inputs_ready)};
+    log::info(rank(), j);
+    return j;
+  }
+
+  Job job(Collective c, const validation::CheckedCall& k, Options o) {
+    Job j{this, c, o.scope, plan(c, k.bytes, o.algorithm, o.scope), k.call, k.in_place, std::move(o.inputs_ready)};
+    log::info(rank(), j);
+    return j;
+  }
+
+  template <class J>
+  void run_now(const J& j) {
+    engine_.run_now(j, [&j] { return j.describe(); });
+  }
+  template <class J>
+  Request submit(const J& j) {
+    return engine_.submit(j, [j] { return j.describe(); });
+  }
+
+  // On the thread that runs the collective: agreement (PARO_CHECK), then the schedule.
+  void execute(const Job& j) {
+    activity::CollectiveScope doing(&j, [](const void* job) { return static_cast<const Job*>(job)->describe(); });
+    Transport& t = transport(j.scope);
+    const algorithms::Call& call = j.call;
+    if (j.inputs_ready) j.inputs_ready();
+    check_agreement(t, static_cast<std::int64_t>(j.collective), j.scope, j.plan.algorithm, call.count, call.dt,
+                    static_cast<std::int64_t>(call.op));
+    if (call.count == 0) return;
+    // Schedules other than the backend's own start from this rank's all-gather block in place
+    // (algorithm.hpp: Call).
+    if (j.collective == Collective::all_gather && Registry::family(j.plan.algorithm) != algorithms::Family::native) {
+      const std::size_t block = call.count * size_of(call.dt);
+      t.copy(static_cast<char*>(call.recv) + static_cast<std::size_t>(t.rank()) * block, call.send, block);
+    }
+    run(j.collective, j.plan, j.scope, call);
+  }
+
+  void execute(const BroadcastJob& j) {
+    activity::CollectiveScope doing(&j,
+                                    [](const void* job) { return static_cast<const BroadcastJob*>(job)->describe(); });
+    Transport& t = transport(j.scope);
+    if (j.inputs_ready) j.inputs_ready();
+    check_agreement(t, broadcast_signature, j.scope, Algorithm::automatic, j.count, j.dt, j.root);
+    algorithms::broadcast(t, j.buf, j.count * size_of(j.dt), j.root, tuning_.ring);
+  }
+
+  // A CUDA backend's calls act on the calling thread's current device: the progress thread selects it.
+  void bind_worker_thread() {
+    if constexpr (has_bind_thread_v<Transport>) t_.bind_thread();
+  }
+
+  void run(Collective c, const Plan& p, Scope s, const algorithms::Call& call) {
+    Context x{*this, s, p};
+    Registry::visit(p.algorithm, [&](auto d) {
+      using D = decltype(d);
+      if constexpr (algorithms::implements<D>(Collective::all_reduce))
+        if (c == Collective::all_reduce) D::all_reduce(x, call);
+      if constexpr (algorithms::implements<D>(Collective::all_gather))
+        if (c == Collective::all_gather) D::all_gather(x, call);
+      if constexpr (algorithms::implements<D>(Collective::reduce_scatter))
+        if (c == Collective::reduce_scatter) D::reduce_scatter(x, call);
+    });
+  }
+
+  Plan plan(Collective c, std::size_t full_bytes, Algorithm requested, Scope scope) const {
+    return Planned::plan(c, full_bytes, requested, overrides_[c], cost_, shape(scope), tuning_, lane_choice(t_));
+  }
+
+  void check_agreement(Transport& t, std::int64_t c, Scope s, Algorithm a, std::size_t count, DataType dt,
+                       std::int64_t op) {
+    if (tuning_.check_signatures) check_call_agreement(t, tuning_, lane_choice(t), c, s, a, count, dt, op, name_of);
+  }
+
+  const Topology& checked(const Topology& topo) const {
+    detail::require(t_.size() > 0, "Communicator: the transport is empty (a split with a negative color)");
+    detail::require(topo.size() == t_.size(), "Communicator: the topology describes ", topo.size(),
+                    " ranks but the transport has ", t_.size());
+    topo.validate();
+    return topo;
+  }
+
+  // The construction rejected empty transports, and every rank is in a group and a rail, so no scope is empty.
+  Transport& scoped(const char* what, Scope s) {
+    detail::require(s == Scope::global || s == Scope::intra || s == Scope::inter, what, ": invalid Scope value ",
+                    static_cast<int>(s), "; allowed: global intra inter");
+    return transport(s);
+  }
+
+  // Where paro_cc's lanes may run on this communicator: threads of their own only where the backend lets
+  // several threads drive it at once.
+  algorithms::LaneChoice lane_choice(const Transport& t) const {
+    return t.concurrent_use() ? tuning_.lanes : algorithms::LaneChoice::inline_only;
+  }
+};
+
+}  // namespace paro

@@ -1,0 +1,58 @@
+#pragma once
+// A verb's call once it is checked (and, for the registry's collectives, planned): a job the Communicator's
+// progress engine runs now or later, on whichever thread it picks (progress.hpp). Comm is the Communicator
+// that made it and runs it (Comm::execute).
+
+#include <cstddef>
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include "paro/algorithms/algorithm.hpp"
+#include "paro/communicator/planner.hpp"
+#include "paro/communicator/scopes.hpp"
+#include "paro/core/dtype.hpp"
+#include "paro/core/error.hpp"
+#include "paro/core/reduce_op.hpp"
+
+namespace paro {
+
+template <class Comm>
+struct CollectiveJob {
+  Comm* self;
+  Collective collective;
+  Scope scope;
+  Plan plan;
+  algorithms::Call call;
+  bool in_place;
+  std::function<void()> inputs_ready;  // Options::inputs_ready
+  void operator()() const { self->execute(*this); }
+  // "all_reduce ring global count=... float sum in-place": for logs and errors, formatted only there.
+  friend std::ostream& operator<<(std::ostream& out, const CollectiveJob& j) {
+    out << paro::name_of(j.collective) << " " << Comm::name_of(j.plan.algorithm) << " " << paro::name_of(j.scope)
+        << " count=" << j.call.count << " " << paro::name_of(j.call.dt);
+    if (j.collective != Collective::all_gather) out << " " << paro::name_of(j.call.op);
+    return out << (j.in_place ? " in-place" : "");
+  }
+  std::string describe() const { return detail::concat(*this); }
+};
+
+// A checked broadcast (not one of the registry's collectives: one schedule, no plan).
+template <class Comm>
+struct BroadcastJob {
+  Comm* self;
+  Scope scope;
+  void* buf;
+  std::size_t count;
+  DataType dt;
+  int root;
+  std::function<void()> inputs_ready;
+  void operator()() const { self->execute(*this); }
+  friend std::ostream& operator<<(std::ostream& out, const BroadcastJob& j) {
+    return out << "broadcast " << paro::name_of(j.scope) << " count=" << j.count << " " << paro::name_of(j.dt)
+               << " root=" << j.root;
+  }
+  std::string describe() const { return detail::concat(*this); }
+};
+
+}  // namespace paro
