@@ -625,6 +625,17 @@ int calibrate(paro::Communicator<Transport>& comm, const std::string& path) {
   return 0;
 }
 
+// ", inline, together, 8 pieces": what a plan does differently from the defaults, for --explain's lines.
+std::string plan_summary(const paro::algorithms::BuiltinAlgorithms::Params& params, std::size_t bytes) {
+  const auto* p = std::get_if<paro::algorithms::ParoCcParams>(&params);
+  if (!p) return "";
+  std::string out = std::string(p->lanes_inline ? ", inline" : "") + (p->together ? ", together" : "") +
+                    (p->nodes_only ? ", nodes only" : "") + (p->direct ? ", direct" : "");
+  const std::size_t chunk = p->pipeline_chunk_bytes;
+  if (chunk > 0 && chunk < bytes) out += ", " + std::to_string((bytes + chunk - 1) / chunk) + " pieces";
+  return out;
+}
+
 // --explain: per collective and size, every candidate's prediction and why automatic picks what it picks
 // (AlgorithmList::decide); nothing is measured.
 template <class Transport>
@@ -639,19 +650,15 @@ void explain(paro::Communicator<Transport>& comm, const Settings& s) {
       "# predicted us (correction) per candidate; *score: a near tie's sum over x/4, x, 4x (lowest wins);\n"
       "# inline: paro_cc's lanes on the caller's thread; together: each level's shards at once; pieces: of its\n"
       "# pipeline; nodes only: the scope cut by its nodes alone, not by its pods; direct: every level exchanges\n"
-      "# directly, whatever its blocks' size\n");
+      "# directly, whatever its blocks' size. pin: the PARO_ALGO entry that runs the pick's plan exactly\n");
   for (Collective coll : collectives(s.coll))
     for (std::size_t bytes : paro::tools::size_sweep(min_bytes(s), max_bytes(s), s.factor)) {
       const auto d = Registry::decide(model, coll, bytes, comm.shape(scope));
       std::printf("%s %zu (bound %.1f us):", paro::name_of(coll), bytes, comm.lower_bound_us(coll, bytes, scope));
       for (std::size_t i = 0; i < d.count; ++i) {
         const auto& k = d.candidates[i];
-        std::printf("  %s %.1f (x%.2f%s%s%s%s", paro::name_of(k.algorithm), k.prediction.time_us, k.correction,
-                    k.prediction.lanes_inline ? ", inline" : "", k.prediction.together ? ", together" : "",
-                    k.prediction.nodes_only ? ", nodes only" : "", k.prediction.direct ? ", direct" : "");
-        const std::size_t chunk = k.prediction.pipeline_chunk_bytes;
-        if (chunk > 0 && chunk < bytes) std::printf(", %zu pieces", (bytes + chunk - 1) / chunk);
-        std::printf(")");
+        std::printf("  %s %.1f (x%.2f%s)", paro::name_of(k.algorithm), k.prediction.time_us, k.correction,
+                    plan_summary(k.prediction.params, bytes).c_str());
         if (k.score > 0) std::printf("*%.3f", k.score);  // scored: one of a near tie
       }
       const auto& pick = d.candidates[d.picked];
@@ -670,6 +677,7 @@ void explain(paro::Communicator<Transport>& comm, const Settings& s) {
                     paro::name_of(d.candidates[runner_up].algorithm));
       else
         std::printf("  -> %s, lowest score among those within the model error\n", paro::name_of(pick.algorithm));
+      std::printf("  pin: PARO_ALGO='%s'\n", Registry::pin(coll, pick.algorithm, pick.prediction.params).c_str());
     }
 }
 

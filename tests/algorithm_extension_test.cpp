@@ -25,7 +25,7 @@ struct DirectAllGather {
   static constexpr const char* name = "direct_all_gather";
   static constexpr paro::algorithms::Family family = paro::algorithms::Family::flat;
   static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
-    return {m.flat_level(c, N, s.ranks, m.flat_link(s)), 0};
+    return {m.flat_level(c, N, s.ranks, m.flat_link(s))};
   }
   // Only all_gather: the Communicator rejects the other collectives for it.
   template <class Ctx>

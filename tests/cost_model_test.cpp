@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "paro/algorithms/cost/calibration_fit.hpp"
@@ -29,6 +30,10 @@ using paro::algorithms::CostShape;
 using paro::algorithms::LinkModel;
 using paro::algorithms::ParoCcCost;
 using Builtin = paro::algorithms::BuiltinAlgorithms;
+using paro::algorithms::ParoCcParams;
+
+// paro_cc's (or paro_seq's) plan in a prediction of it.
+const ParoCcParams& plan_of(const Builtin::Prediction& p) { return std::get<ParoCcParams>(p.params); }
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
@@ -244,9 +249,9 @@ TEST(Choice, HierarchicalOverlapWinsLargeMessagesOnSlowLinks) {
               Builtin::predict(model, Algorithm::paro_seq, c, MiB64, two_by_four()).time_us);
   }
   // The all-reduce pipeline is cut into several chunks.
-  EXPECT_LT(
-      Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()).pipeline_chunk_bytes,
-      MiB64);
+  EXPECT_LT(plan_of(Builtin::predict(model, Algorithm::paro_cc, Collective::all_reduce, MiB64, two_by_four()))
+                .pipeline_chunk_bytes,
+            MiB64);
 }
 
 // Where paro_cc's lanes run inline (one thread per rank, as under SMPI), one shard at a time runs no
@@ -261,11 +266,11 @@ TEST(Predictions, InlineLanesPipelineOnlyWhereLevelsGoTogether) {
   const double block = MiB64 / 8.0;
   for (Collective c : paro::all_collectives) {
     const auto one_at_a_time = Builtin::predict(rings_only, Algorithm::paro_cc, c, MiB64, inline_lanes);
-    EXPECT_FALSE(one_at_a_time.together) << paro::name_of(c);
-    EXPECT_EQ(one_at_a_time.pipeline_chunk_bytes, MiB64) << paro::name_of(c);
+    EXPECT_FALSE(plan_of(one_at_a_time).together) << paro::name_of(c);
+    EXPECT_EQ(plan_of(one_at_a_time).pipeline_chunk_bytes, MiB64) << paro::name_of(c);
     const auto p = Builtin::predict(model, Algorithm::paro_cc, c, MiB64, inline_lanes);
-    ASSERT_TRUE(p.together) << paro::name_of(c);
-    const double pieces = MiB64 / static_cast<double>(p.pipeline_chunk_bytes);
+    ASSERT_TRUE(plan_of(p).together) << paro::name_of(c);
+    const double pieces = MiB64 / static_cast<double>(plan_of(p).pipeline_chunk_bytes);
     EXPECT_GT(pieces, 1) << paro::name_of(c);
     auto together = [&](double k) {
       double t = 0;
@@ -325,19 +330,19 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
       const double want = together ? in_pieces.time_us : one;
       const auto p = Builtin::predict(own, Algorithm::paro_cc, c, bytes, s);
       EXPECT_NEAR(p.time_us, want, 1e-9 * want) << paro::name_of(c) << " " << bytes;
-      EXPECT_EQ(p.together, together) << paro::name_of(c) << " " << bytes;
-      EXPECT_TRUE(p.together) << paro::name_of(c) << " " << bytes;
-      EXPECT_EQ(p.pipeline_chunk_bytes < bytes, bytes == MiB64) << paro::name_of(c) << " " << bytes;
+      EXPECT_EQ(plan_of(p).together, together) << paro::name_of(c) << " " << bytes;
+      EXPECT_TRUE(plan_of(p).together) << paro::name_of(c) << " " << bytes;
+      EXPECT_EQ(plan_of(p).pipeline_chunk_bytes < bytes, bytes == MiB64) << paro::name_of(c) << " " << bytes;
       // PARO_DIRECT_MAX=0: rings only, never together.
-      EXPECT_FALSE(Builtin::predict(rings_only, Algorithm::paro_cc, c, bytes, s).together) << paro::name_of(c);
+      EXPECT_FALSE(plan_of(Builtin::predict(rings_only, Algorithm::paro_cc, c, bytes, s)).together) << paro::name_of(c);
     }
   // Each collective takes its own faster schedule: on 8 nodes at 64 KiB the all-gather goes together,
   // while the reduce-scatter's unit hides each shard's exchange behind the rail's next step, one at a time.
   const CostShape eight = inline_pairs(8);
   const std::size_t KiB64 = 65536;
-  EXPECT_TRUE(Builtin::predict(own, Algorithm::paro_cc, Collective::all_gather, KiB64, eight).together);
+  EXPECT_TRUE(plan_of(Builtin::predict(own, Algorithm::paro_cc, Collective::all_gather, KiB64, eight)).together);
   const auto rs = Builtin::predict(own, Algorithm::paro_cc, Collective::reduce_scatter, KiB64, eight);
-  EXPECT_FALSE(rs.together);
+  EXPECT_FALSE(plan_of(rs).together);
   EXPECT_LT(rs.time_us, ParoCcCost(own).together_pieces(Collective::reduce_scatter, eight, KiB64 / 16.0).time_us);
 }
 
@@ -434,8 +439,8 @@ struct StudyCluster {
     topo.nic = paro::NicModel::per_rank;
     for (int r = 0; r < 128; ++r) all[static_cast<std::size_t>(r)] = r;
   }
-  std::vector<std::vector<int>> chain(bool nodes_only = false) const {
-    return paro::algorithms::scope_partitions(topo, topo.ordinals(paro::Level::node), all, nodes_only);
+  std::vector<std::vector<int>> chain(bool by_nodes = false) const {
+    return paro::algorithms::scope_partitions(topo, topo.ordinals(paro::Level::node), all, by_nodes);
   }
   CostShape shape() const {
     CostShape s = paro::algorithms::scope_shape(topo, all, chain(), chain(true), paro::NicModel::per_rank);
@@ -455,26 +460,26 @@ TEST(Predictions, SmallCallsCrossThePodsInOneRailOverEveryNode) {
   ASSERT_EQ(c.chain().size(), 2U);
   ASSERT_EQ(c.chain(true).size(), 1U);
   const CostShape s = c.shape();
-  ASSERT_TRUE(s.nodes_only);
-  EXPECT_EQ(s.nodes_only->units, std::vector<int>{16});
+  ASSERT_TRUE(s.node_cut);
+  EXPECT_EQ(s.node_cut->units, std::vector<int>{16});
   CostShape by_levels = s;
-  by_levels.nodes_only.reset();
+  by_levels.node_cut.reset();
   const CostModel model = c.model();
   for (Collective coll : paro::all_collectives)
     for (std::size_t bytes : {std::size_t{65536}, MiB64}) {
       const auto p = Builtin::predict(model, Algorithm::paro_cc, coll, bytes, s);
       const auto levels = Builtin::predict(model, Algorithm::paro_cc, coll, bytes, by_levels);
-      EXPECT_EQ(p.nodes_only, bytes == 65536) << paro::name_of(coll) << " " << bytes;
+      EXPECT_EQ(plan_of(p).nodes_only, bytes == 65536) << paro::name_of(coll) << " " << bytes;
       EXPECT_LE(p.time_us, levels.time_us) << paro::name_of(coll) << " " << bytes;
       if (bytes == 65536) {
         EXPECT_LT(p.time_us, 0.8 * levels.time_us) << paro::name_of(coll) << ": one latency fewer";
       }
     }
   // paro_seq keeps its levels: it is the baseline that shows what paro_cc's overlap is worth.
-  EXPECT_FALSE(Builtin::predict(model, Algorithm::paro_seq, Collective::all_gather, 65536, s).nodes_only);
+  EXPECT_FALSE(plan_of(Builtin::predict(model, Algorithm::paro_seq, Collective::all_gather, 65536, s)).nodes_only);
   // Where the chain has no level above the node there is no second cut.
   EXPECT_FALSE(
-      paro::algorithms::scope_shape(c.topo, c.all, c.chain(true), c.chain(true), paro::NicModel::per_rank).nodes_only);
+      paro::algorithms::scope_shape(c.topo, c.all, c.chain(true), c.chain(true), paro::NicModel::per_rank).node_cut);
 }
 
 // One shard at a time, every level exchanges directly where that is predicted faster than PARO_DIRECT_MAX's
@@ -486,15 +491,16 @@ TEST(Predictions, EveryLevelDirectWherePredictedFasterThanTheRings) {
   const StudyCluster a(/*pods=*/false), c(/*pods=*/true);
   const CostShape s = a.shape();
   const auto p = Builtin::predict(a.model(), Algorithm::paro_cc, Collective::reduce_scatter, MiB256, s);
-  EXPECT_TRUE(p.direct && !p.together);
+  EXPECT_TRUE(plan_of(p).direct && !plan_of(p).together);
   const double rings = ParoCcCost(a.model())
                            .pipelined(Collective::reduce_scatter, s, MiB256 / 128.0, ParoCcCost::Overlap::inline_lanes,
                                       /*all_direct=*/false)
                            .time_us;
   EXPECT_LT(p.time_us, 0.95 * rings);
-  EXPECT_FALSE(Builtin::predict(c.model(), Algorithm::paro_cc, Collective::all_reduce, MiB256, c.shape()).direct);
+  EXPECT_FALSE(
+      plan_of(Builtin::predict(c.model(), Algorithm::paro_cc, Collective::all_reduce, MiB256, c.shape())).direct);
   const auto rings_only = Builtin::predict(a.model(0), Algorithm::paro_cc, Collective::reduce_scatter, MiB256, s);
-  EXPECT_FALSE(rings_only.direct || rings_only.together);
+  EXPECT_FALSE(plan_of(rings_only).direct || plan_of(rings_only).together);
 }
 
 TEST(Predictions, LanesRunInlineWherePredictedFaster) {
@@ -509,14 +515,14 @@ TEST(Predictions, LanesRunInlineWherePredictedFaster) {
       const auto on_threads = Builtin::predict(model, Algorithm::paro_cc, c, bytes, threads);
       const auto on_caller = Builtin::predict(model, Algorithm::paro_cc, c, bytes, inline_only);
       const auto p = Builtin::predict(model, Algorithm::paro_cc, c, bytes, either);
-      EXPECT_FALSE(on_threads.lanes_inline);
-      EXPECT_TRUE(on_caller.lanes_inline);
-      EXPECT_EQ(p.lanes_inline, on_caller.time_us < on_threads.time_us) << paro::name_of(c) << " " << bytes;
+      EXPECT_FALSE(plan_of(on_threads).lanes_inline);
+      EXPECT_TRUE(plan_of(on_caller).lanes_inline);
+      EXPECT_EQ(plan_of(p).lanes_inline, on_caller.time_us < on_threads.time_us) << paro::name_of(c) << " " << bytes;
       EXPECT_DOUBLE_EQ(p.time_us, std::min(on_caller.time_us, on_threads.time_us)) << paro::name_of(c) << " " << bytes;
-      EXPECT_EQ(p.pipeline_chunk_bytes,
-                p.lanes_inline ? on_caller.pipeline_chunk_bytes : on_threads.pipeline_chunk_bytes);
+      EXPECT_EQ(plan_of(p).pipeline_chunk_bytes, plan_of(p).lanes_inline ? plan_of(on_caller).pipeline_chunk_bytes
+                                                                         : plan_of(on_threads).pipeline_chunk_bytes);
       if (bytes == 65536) {
-        EXPECT_TRUE(p.lanes_inline) << paro::name_of(c);
+        EXPECT_TRUE(plan_of(p).lanes_inline) << paro::name_of(c);
       }
     }
   // carries the inline correction no more.
@@ -526,13 +532,14 @@ TEST(Predictions, LanesRunInlineWherePredictedFaster) {
   const CostModel corrected(measured, measured);
   const auto on_threads = Builtin::predict(corrected, Algorithm::paro_cc, Collective::all_gather, KiB64, threads);
   const auto p = Builtin::predict(corrected, Algorithm::paro_cc, Collective::all_gather, KiB64, either);
-  ASSERT_TRUE(Builtin::predict(model, Algorithm::paro_cc, Collective::all_gather, KiB64, either).lanes_inline);
-  EXPECT_FALSE(p.lanes_inline);
+  ASSERT_TRUE(plan_of(Builtin::predict(model, Algorithm::paro_cc, Collective::all_gather, KiB64, either)).lanes_inline);
+  EXPECT_FALSE(plan_of(p).lanes_inline);
   EXPECT_DOUBLE_EQ(p.time_us, on_threads.time_us);
   EXPECT_DOUBLE_EQ(Builtin::predict(corrected, Algorithm::paro_cc, Collective::all_gather, KiB64, inline_only).time_us,
                    3 * Builtin::predict(model, Algorithm::paro_cc, Collective::all_gather, KiB64, inline_only).time_us);
   // paro_seq has no lanes.
-  EXPECT_FALSE(Builtin::predict(model, Algorithm::paro_seq, Collective::all_gather, 65536, either).lanes_inline);
+  EXPECT_FALSE(
+      plan_of(Builtin::predict(model, Algorithm::paro_seq, Collective::all_gather, 65536, either)).lanes_inline);
 }
 
 // The shape Communicator computes for a scope, from the topology and the grouping alone.
@@ -930,9 +937,12 @@ TEST(Calibration, PointsArePredictedOnTheLanesTheyRanOn) {
     for (Collective c : paro::all_collectives)
       for (Algorithm a : {Algorithm::ring, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc}) {
         const auto p = Builtin::formula(truth, a, c, bytes, s);
-        timings.push_back(
-            {c, a, static_cast<double>(bytes), {p.time_us}, {p.pipeline_chunk_bytes, p.lanes_inline, p.together}});
-        if (a == Algorithm::paro_cc) ran_inline.insert(p.lanes_inline);
+        timings.push_back({c,
+                           a,
+                           static_cast<double>(bytes),
+                           {p.time_us},
+                           {Builtin::inline_lanes(p.params), Builtin::print(a, p.params)}});
+        if (a == Algorithm::paro_cc) ran_inline.insert(Builtin::inline_lanes(p.params));
       }
   ASSERT_EQ(ran_inline.size(), 2u) << "some points inline, some on threads";
   const LinkModel start = slow_nic(paro::NicModel::shared);
@@ -941,8 +951,8 @@ TEST(Calibration, PointsArePredictedOnTheLanesTheyRanOn) {
   const CostModel fitted(r.model, r.model);
   for (Collective c : paro::all_collectives)
     for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 28); bytes *= 2)
-      EXPECT_EQ(Builtin::predict(fitted, Algorithm::paro_cc, c, bytes, s).lanes_inline,
-                Builtin::predict(truth, Algorithm::paro_cc, c, bytes, s).lanes_inline)
+      EXPECT_EQ(plan_of(Builtin::predict(fitted, Algorithm::paro_cc, c, bytes, s)).lanes_inline,
+                plan_of(Builtin::predict(truth, Algorithm::paro_cc, c, bytes, s)).lanes_inline)
           << paro::name_of(c) << " " << bytes;
 }
 
@@ -964,11 +974,11 @@ TEST(Calibration, LanesOnThreadsAndInlineAreCorrectedApart) {
         for (const CostShape* lanes : {&threads, &inline_only}) {
           if (a != Algorithm::paro_cc && lanes == &inline_only) continue;
           const auto p = Builtin::formula(truth, a, c, bytes, *lanes);
-          const double slow = p.lanes_inline && bytes >= (std::size_t{1} << 20) ? 2 : 1;
+          const double slow = Builtin::inline_lanes(p.params) && bytes >= (std::size_t{1} << 20) ? 2 : 1;
           std::vector<double> runs;
           for (int r = 0; r < 5; ++r) runs.push_back(p.time_us * slow * (1 + 0.02 * std::sin(1.3 * ++k)));
           timings.push_back(
-              {c, a, static_cast<double>(bytes), runs, {p.pipeline_chunk_bytes, p.lanes_inline, p.together}});
+              {c, a, static_cast<double>(bytes), runs, {Builtin::inline_lanes(p.params), Builtin::print(a, p.params)}});
         }
   const LinkModel start = slow_nic(paro::NicModel::shared);
   const auto r = paro::algorithms::fit_cost_model<Builtin>(start, CostModel(start, start), s, timings);
@@ -985,7 +995,7 @@ TEST(Calibration, LanesOnThreadsAndInlineAreCorrectedApart) {
     for (std::size_t bytes = std::size_t{1} << 20; bytes <= (std::size_t{1} << 26); bytes *= 4) {
       const double on_threads = Builtin::formula(truth, Algorithm::paro_cc, c, bytes, threads).time_us;
       const double on_caller = 2 * Builtin::formula(truth, Algorithm::paro_cc, c, bytes, inline_only).time_us;
-      EXPECT_EQ(Builtin::predict(fitted, Algorithm::paro_cc, c, bytes, s).lanes_inline, on_caller < on_threads)
+      EXPECT_EQ(plan_of(Builtin::predict(fitted, Algorithm::paro_cc, c, bytes, s)).lanes_inline, on_caller < on_threads)
           << paro::name_of(c) << " " << bytes;
     }
   }

@@ -230,7 +230,7 @@ std::vector<float> sgd_job(const char* links_preset, const std::string& algorith
   config.discovery.emulate = "nodes=2,ranks=3";
   config.tuning.links_preset = links_preset;
   config.tuning.algorithms = algorithms;
-  config.tuning.pipeline_chunk_bytes = chunk;
+  if (chunk) config.tuning.paro_cc_pins = {{"chunk", std::to_string(chunk)}};
   config.tuning.lanes = lanes;
   auto params = paro::tools::run_on_thread_ranks(6, config, [](auto& comm) {
     const std::size_t n = 6 * 65536, shard = n / 6;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "threads_harness.hpp"
@@ -144,6 +145,18 @@ TEST(Faults, ParoCheckNamesTheDisagreement) {
     comm.all_gather(x.data(), x.data() + comm.rank() * 4, comm.rank() == 0 ? 0 : 4);
   });
   EXPECT_CONTAINS(msg, "count=0");
+  // Ranks that plan paro_cc differently (pinned apart here) are named with their plans.
+  msg = error_of(4, [](auto& comm) {
+    paro::CommunicatorConfig config;
+    config.discovery.emulate = "nodes=2";
+    config.tuning.check_signatures = true;
+    config.tuning.algorithms = comm.rank() == 1 ? "allreduce:paro_cc(chunk=4K)" : "allreduce:paro_cc(chunk=8K)";
+    std::decay_t<decltype(comm)> pinned(comm.transport().split(0, comm.rank()), config);
+    std::vector<float> x(4096);
+    pinned.all_reduce(x.data(), x.data(), x.size(), ReduceOp::sum);
+  });
+  EXPECT_CONTAINS(msg, "PARO_CHECK: the ranks of this global call disagree");
+  EXPECT_CONTAINS(msg, "algo=paro_cc(chunk=");
   EXPECT_EQ(error_of(4,
                      [](auto& comm) {
                        std::vector<float> x(8);

@@ -14,9 +14,12 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "paro/testing/collective_check.hpp"
 #include "paro/tools/calibration.hpp"
+#include "paro/tools/collective_call.hpp"
+#include "paro/tools/launch.hpp"
 #include "threads_harness.hpp"
 
 namespace {
@@ -206,6 +209,76 @@ TEST(HierarchicalBatches, ParoCcExactOverSeveralWindows) {
   unsetenv("PARO_CC_TOGETHER");
   unsetenv("PARO_DIRECT_MAX");
   unsetenv("PARO_LANES");
+}
+
+// A plan is a value: the PARO_ALGO entry that pins automatic's pick (Communicator::pin, what paro-bench
+// --explain prints) plans the same on every rank and gives the same bits as the automatic run, on floats
+// whose sums depend on the order of their additions; a pin of another plan takes effect.
+TEST(PinnedPlans, ReproduceTheAutomaticRunBitwise) {
+  struct Run {
+    std::string pin;  // what this rank would run
+    std::vector<float> out;
+  };
+  auto run = [](const std::string& emulate, const std::string& algorithms, Collective coll, std::size_t count) {
+    paro::CommunicatorConfig config;
+    config.discovery.emulate = emulate;
+    config.tuning.algorithms = algorithms;
+    const int n = paro::topology::EmulationSpec::parse(emulate).rank_count().value();
+    return paro::tools::run_on_thread_ranks(n, config, [&](auto& comm) {
+      const paro::BufferShape shape = paro::buffer_shape(coll, count, n, comm.rank());
+      std::vector<float> in(shape.in);
+      Run mine{comm.pin(coll, shape.full * sizeof(float)), std::vector<float>(shape.out)};
+      for (std::size_t i = 0; i < in.size(); ++i) in[i] = 1e3f * std::sin(1.7f * static_cast<float>(i) + comm.rank());
+      paro::call_collective(comm, coll, in.data(), mine.out.data(), count, paro::DataType::f32, paro::ReduceOp::sum,
+                            {});
+      return mine;
+    });
+  };
+  for (const char* emulate : {"nodes=2,ranks=4,intra_gbps=20,inter_gbps=2,nic=shared",
+                              "nodes=4,ranks=2,intra_gbps=20,inter_gbps=2,nic=per_rank"})
+    for (Collective coll : all_collectives)
+      for (std::size_t count : {std::size_t{4096}, std::size_t{1} << 18}) {
+        const auto automatic = run(emulate, "", coll, count);
+        const std::string pin = automatic.front().pin;
+        const auto pinned = run(emulate, pin, coll, count);
+        for (std::size_t r = 0; r < automatic.size(); ++r) {
+          EXPECT_EQ(automatic[r].pin, pin) << emulate << " rank " << r;
+          EXPECT_EQ(pinned[r].pin, pin) << emulate << " rank " << r;
+          ASSERT_EQ(pinned[r].out.size(), automatic[r].out.size());
+          EXPECT_EQ(std::memcmp(pinned[r].out.data(), automatic[r].out.data(), automatic[r].out.size() * sizeof(float)),
+                    0)
+              << emulate << " " << pin << " rank " << r << ": not the same bits";
+        }
+      }
+  // Pins fix what they name and leave the rest to the model.
+  const std::string other = "allgather:paro_cc(chunk=4K,lanes=inline,together=1)";
+  const auto forced = run("nodes=2,ranks=4,intra_gbps=20,inter_gbps=2,nic=shared", other, Collective::all_gather, 4096);
+  for (const char* part : {"all_gather:paro_cc(chunk=4K,lanes=inline,together=1,", ",direct="})
+    EXPECT_NE(forced.front().pin.find(part), std::string::npos) << forced.front().pin;
+}
+
+TEST(PinnedPlans, BadPinsSayWhatIsAllowed) {
+  auto error_of = [](const char* text) {
+    try {
+      paro::AlgorithmOverrides::parse(text);
+    } catch (const paro::UsageError& e) {
+      return e.message();
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error_of("allreduce:paro_cc(bogus=1)")
+                .find("unknown parameter 'bogus'; allowed: chunk, lanes, together, "
+                      "nodes_only, direct"),
+            std::string::npos);
+  EXPECT_NE(error_of("paro_cc(lanes=sideways)").find("lanes=sideways; allowed: inline or threads"), std::string::npos);
+  EXPECT_NE(error_of("paro_cc(chunk=lots)").find("is not a size"), std::string::npos);
+  EXPECT_NE(error_of("allreduce:ring(chunk=1M)").find("ring takes no parameters"), std::string::npos);
+  EXPECT_NE(error_of("allreduce:paro_cc(chunk=1M").find("is not '(key=value,...)'"), std::string::npos);
+  // Entries split at ';' and ',' outside the parentheses only.
+  const auto o = paro::AlgorithmOverrides::parse("allgather:paro_cc(chunk=1M,together=1),allreduce:ring");
+  EXPECT_EQ(o[Collective::all_gather], Algorithm::paro_cc);
+  EXPECT_EQ(o.pins(Collective::all_gather).size(), 2u);
+  EXPECT_EQ(o[Collective::all_reduce], Algorithm::ring);
 }
 
 #ifndef PARO_TEST_RECORDED  // a calibration measures host backends; NCCL's message rules add nothing here

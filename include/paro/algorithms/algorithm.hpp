@@ -65,7 +65,7 @@ namespace algorithms {
 enum class Family { flat, hierarchical, native };
 
 // One collective call as a schedule receives it, after validation (NCCL's buffer conventions,
-// collectives.hpp). For all_gather, this rank's block is already in place in `recv` unless the
+// communicator/communicator.hpp). For all_gather, this rank's block is already in place in `recv` unless the
 // algorithm's family is native.
 struct Call {
   const void* send;

@@ -96,7 +96,7 @@ struct MicsHcs {
   static constexpr const char* name = "mics_hcs";
   static constexpr Family family = Family::hierarchical;
   static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
-    return {mics_hcs_time(m, c, N, s), 0};
+    return {mics_hcs_time(m, c, N, s)};
   }
   template <class Ctx>
   static void all_reduce(Ctx& x, const Call& c) {

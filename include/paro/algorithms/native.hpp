@@ -38,7 +38,7 @@ struct Native {
   static constexpr Algorithm id = Algorithm::native;
   static constexpr const char* name = "native";
   static constexpr Family family = Family::native;
-  static Prediction predict(const CostModel&, Collective, double, const CostShape&) { return {0, 0}; }
+  static Prediction predict(const CostModel&, Collective, double, const CostShape&) { return {}; }
   template <class Ctx>
   static void all_reduce(Ctx& x, const Call& c) {
     if constexpr (has_native_v<std::decay_t<decltype(x.comm())>>)

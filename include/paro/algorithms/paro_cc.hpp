@@ -25,6 +25,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,6 +41,8 @@
 #include "paro/algorithms/ring.hpp"
 #include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
+#include "paro/core/env.hpp"
+#include "paro/core/error.hpp"
 #include "paro/core/log.hpp"
 #include "paro/core/reduce_op.hpp"
 #include "paro/transport/control.hpp"
@@ -428,33 +434,97 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
       });
 }
 
-// The schedules of paro_cc (overlap) and paro_seq, for their descriptors.
+// The schedules of paro_cc (overlap) and paro_seq, for their descriptors, and their plan (ParoCcParams):
+// PARO_ALGO's "paro_cc(chunk=1M,lanes=inline,together=1,nodes_only=0,direct=0)".
 template <bool Overlap>
 struct ParoSchedules {
-  static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
+  using Params = ParoCcParams;
+
+  static ParoCcPrediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
     return ParoCcCost(m).paro(c, N, s, Overlap);
   }
+
+  static void print(std::ostream& out, const Params& p) {
+    out << "chunk=" << env::format_bytes(p.pipeline_chunk_bytes) << ",lanes=" << (p.lanes_inline ? "inline" : "threads")
+        << ",together=" << p.together << ",nodes_only=" << p.nodes_only << ",direct=" << p.direct;
+  }
+
+  static void set(Params& p, std::string_view key, std::string_view value) {
+    auto flag = [&](bool& field) {
+      detail::require(value == "0" || value == "1", "paro_cc: ", key, "=", value, "; allowed: 0 or 1");
+      field = value == "1";
+    };
+    if (key == "chunk") {
+      p.pipeline_chunk_bytes = env::parse_bytes(value, "paro_cc: chunk");
+    } else if (key == "lanes") {
+      detail::require(value == "inline" || value == "threads", "paro_cc: lanes=", value,
+                      "; allowed: inline or threads");
+      p.lanes_inline = value == "inline";
+    } else if (key == "together") {
+      flag(p.together);
+    } else if (key == "nodes_only") {
+      flag(p.nodes_only);
+    } else if (key == "direct") {
+      flag(p.direct);
+    } else {
+      throw UsageError(detail::concat("paro_cc: unknown parameter '", key,
+                                      "'; allowed: chunk, lanes, together, nodes_only, direct"));
+    }
+  }
+
+  // The plan's older environment variables, aliases of its pins (Tuning): PARO_CC_CHUNK=1M is chunk=1M
+  // (0: the model's), PARO_CC_TOGETHER, PARO_CC_DIRECT and PARO_CC_NODES_ONLY (1 or 0) the switches
+  // together, direct and nodes_only.
+  static std::vector<std::pair<std::string, std::string>> pins_from_env() {
+    std::vector<std::pair<std::string, std::string>> pins;
+    if (const std::size_t chunk = env::bytes_or("PARO_CC_CHUNK", 0)) pins.emplace_back("chunk", std::to_string(chunk));
+    for (const auto& [variable, key] :
+         {std::pair{"PARO_CC_TOGETHER", "together"}, std::pair{"PARO_CC_DIRECT", "direct"},
+          std::pair{"PARO_CC_NODES_ONLY", "nodes_only"}})
+      if (env::get(variable)) pins.emplace_back(key, std::to_string(env::integer_or(variable, 0, 0, 1)));
+    return pins;
+  }
+
+  // Last, after the model and the pins: lanes inline where the backend cannot drive them from threads of
+  // their own, and the cut by nodes alone only where the scope has one.
+  static void settle(Params& p, const CostShape& s, LaneChoice lanes) {
+    p.lanes_inline = p.lanes_inline || lanes == LaneChoice::inline_only;
+    p.nodes_only = p.nodes_only && s.node_cut != nullptr;
+  }
+
   template <class Ctx>
   static void all_reduce(Ctx& x, const Call& c) {
-    paro_all_reduce(x.hierarchy(), static_cast<const char*>(c.send), static_cast<char*>(c.recv), c.count, c.dt, c.op,
+    paro_all_reduce(levels(x), static_cast<const char*>(c.send), static_cast<char*>(c.recv), c.count, c.dt, c.op,
                     params(x));
   }
   template <class Ctx>
   static void all_gather(Ctx& x, const Call& c) {
-    paro_all_gather(x.hierarchy(), static_cast<char*>(c.recv), blocks_of(x, c), c.dt, params(x));
+    paro_all_gather(levels(x), static_cast<char*>(c.recv), blocks_of(x, c), c.dt, params(x));
   }
   template <class Ctx>
   static void reduce_scatter(Ctx& x, const Call& c) {
     reduce_scatter_dividing_last(x, c, [&](ReduceOp partial) {
-      paro_reduce_scatter(x.hierarchy(), static_cast<const char*>(c.send), blocks_of(x, c), static_cast<char*>(c.recv),
+      paro_reduce_scatter(levels(x), static_cast<const char*>(c.send), blocks_of(x, c), static_cast<char*>(c.recv),
                           c.dt, partial, params(x));
     });
   }
 
  private:
+  // The scope's levels, cut by its nodes alone where the plan says so.
+  template <class Ctx>
+  static auto& levels(Ctx& x) {
+    return x.hierarchy(x.template params<Params>().nodes_only);
+  }
   template <class Ctx>
   static HierarchicalParams params(Ctx& x) {
-    HierarchicalParams p = x.levels();
+    const Params& plan = x.template params<Params>();
+    HierarchicalParams p;
+    p.ring = x.ring();
+    p.direct_max_bytes = plan.direct ? std::numeric_limits<std::size_t>::max() : x.direct_max_bytes();
+    p.concurrent = !plan.lanes_inline;
+    // Inline lanes pipeline only where their levels exchange their shards together (runs_together).
+    p.pipeline_chunk_bytes = plan.pipeline_chunk_bytes;
+    p.together = plan.together;
     p.overlap = Overlap;
     return p;
   }

@@ -6,13 +6,19 @@
 //   static constexpr Algorithm id;            its identity (an unused value for one added outside paro)
 //   static constexpr const char* name;        what PARO_ALGO, --algo and the tables call it
 //   static constexpr Family family;           flat, hierarchical or native (algorithm.hpp)
-//   static Prediction predict(const CostModel&, Collective, double full_bytes, const CostShape&)
-//                                             the cost formula, from CostModel's terms (cost/cost_model.hpp)
+//   static Predicted<Params> predict(const CostModel&, Collective, double full_bytes, const CostShape&)
+//                                             the cost formula, from CostModel's terms (cost/cost_model.hpp),
+//                                             and how the call would run
 //   template <class Ctx> static void all_reduce(Ctx&, const Call&)      the schedules, those it implements;
 //   template <class Ctx> static void all_gather(Ctx&, const Call&)      a collective without one is rejected
 //   template <class Ctx> static void reduce_scatter(Ctx&, const Call&)  with the list of those that have it
-// where Ctx (the Communicator's) gives comm() (the scope's transport), hierarchy() (its levels,
-// hierarchy.hpp), ring() (RingParams) and levels() (HierarchicalParams for this call).
+// and, for an algorithm with per-call choices (a plan is a value: PARO_ALGO pins it, --explain prints it):
+//   using Params = ...;                                   the choices; equality-comparable
+//   static void print(std::ostream&, const Params&)       "key=value,key=value", as PARO_ALGO takes them
+//   static void set(Params&, std::string_view key, std::string_view value)   one pin; UsageError if bad
+//   static void settle(Params&, const CostShape&, LaneChoice)   what the scope and backend allow, last
+// where Ctx (the Communicator's) gives comm() (the scope's transport), hierarchy(by_nodes) (its levels,
+// hierarchy.hpp), ring() (RingParams), direct_max_bytes() and params<Params>() (this call's plan).
 //
 // Adding an algorithm: its file with its schedules and descriptor, and one entry in BuiltinAlgorithms
 // (CONTRIBUTING.md). A program can also run one of its own without changing paro:
@@ -21,10 +27,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <ostream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
@@ -56,6 +66,27 @@ struct has_reduce_scatter : std::false_type {};
 template <class D>
 struct has_reduce_scatter<D, std::void_t<decltype(&D::template reduce_scatter<ProbeContext>)>> : std::true_type {};
 
+template <class D, class = void>
+struct params_of {
+  using type = NoParams;
+};
+template <class D>
+struct params_of<D, std::void_t<typename D::Params>> {
+  using type = typename D::Params;
+};
+
+// std::variant<NoParams, each distinct Params of the list>.
+template <class Variant, class... More>
+struct unique_variant {
+  using type = Variant;
+};
+template <class... Known, class Next, class... More>
+struct unique_variant<std::variant<Known...>, Next, More...> {
+  using type =
+      typename std::conditional_t<(std::is_same_v<Known, Next> || ...), unique_variant<std::variant<Known...>, More...>,
+                                  unique_variant<std::variant<Known..., Next>, More...>>::type;
+};
+
 }  // namespace registry_detail
 
 // Does descriptor D have a schedule for c?
@@ -69,11 +100,6 @@ constexpr bool implements(Collective c) {
   return false;
 }
 
-struct Choice {
-  Algorithm algorithm;
-  Prediction prediction;
-};
-
 template <class... Descriptors>
 struct AlgorithmList {
   static_assert(sizeof...(Descriptors) > 0, "an AlgorithmList needs at least one descriptor");
@@ -83,6 +109,11 @@ struct AlgorithmList {
   using with = AlgorithmList<Descriptors..., More...>;
 
   static constexpr std::array<Algorithm, sizeof...(Descriptors)> ids = {Descriptors::id...};
+
+  template <class D>
+  static constexpr bool has_params() {
+    return !std::is_same_v<typename registry_detail::params_of<D>::type, NoParams>;
+  }
 
   // Calls f(D{}) with the descriptor D of `a`; false when the list has none.
   template <class F>
@@ -145,20 +176,89 @@ struct AlgorithmList {
     throw UsageError(paro::detail::concat("unknown algorithm '", s, "'; allowed: ", names()));
   }
 
+  // Every distinct Params of the list's descriptors, and NoParams: what a prediction or a plan carries.
+  using Params =
+      typename registry_detail::unique_variant<std::variant<NoParams>,
+                                               typename registry_detail::params_of<Descriptors>::type...>::type;
+  struct Prediction {
+    double time_us = 0;
+    Params params;
+  };
+
   // The formula alone, without the model's measured corrections (but for paro_cc's choice of lanes, which
   // compares its two schedules as measured).
   static Prediction formula(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) {
-    if (s.ranks <= 1) return {m.links().step_us, 0};
-    Prediction p;
-    visit(a, [&](auto d) { p = decltype(d)::predict(m, c, static_cast<double>(full_bytes), s); });
+    Prediction p{m.links().step_us, params_of(a)};
+    if (s.ranks <= 1) return p;
+    visit(a, [&](auto d) {
+      const auto own = decltype(d)::predict(m, c, static_cast<double>(full_bytes), s);
+      p = {own.time_us, own.params};
+    });
     if (p.time_us > 0) p.time_us = std::max(p.time_us, m.bound_on_own_links(c, full_bytes, s));  // 0: not modelled
     return p;
   }
 
   static Prediction predict(const CostModel& m, Algorithm a, Collective c, std::size_t full_bytes, const CostShape& s) {
     Prediction p = formula(m, a, c, full_bytes, s);
-    p.time_us *= m.links().correction(c, a, static_cast<double>(full_bytes), p.lanes_inline);
+    p.time_us *= m.links().correction(c, a, static_cast<double>(full_bytes), inline_lanes(p.params));
     return p;
+  }
+
+  // Which of a's measured corrections applies to a plan (CostModel::correction).
+  static bool inline_lanes(const Params& p) {
+    return std::visit([](const auto& own) { return corrected_inline(own); }, p);
+  }
+
+  // a's choices before any prediction: its Params' defaults, or NoParams.
+  static Params params_of(Algorithm a) {
+    Params p;
+    visit(a, [&](auto d) { p = typename registry_detail::params_of<decltype(d)>::type{}; });
+    return p;
+  }
+
+  // "chunk=1M,lanes=inline,...": a's plan as PARO_ALGO's pins take it; empty for an algorithm without choices.
+  static std::string print(Algorithm a, const Params& p) {
+    std::ostringstream out;
+    visit(a, [&](auto d) {
+      using D = decltype(d);
+      if constexpr (has_params<D>()) {
+        const auto* own = std::get_if<typename D::Params>(&p);
+        D::print(out, own ? *own : typename D::Params{});
+      }
+    });
+    return out.str();
+  }
+
+  // "all_reduce:paro_cc(chunk=1M,...)": the PARO_ALGO entry that pins c to a with plan p.
+  static std::string pin(Collective c, Algorithm a, const Params& p) {
+    const std::string choices = print(a, p);
+    return paro::detail::concat(paro::name_of(c), ":", name_of(a), choices.empty() ? "" : "(" + choices + ")");
+  }
+
+  // Applies pins ("key=value" each) to a plan of a; UsageError naming the key and what a takes.
+  static void apply(Algorithm a, Params& p, const std::vector<std::pair<std::string, std::string>>& pins) {
+    if (pins.empty()) return;
+    visit(a, [&](auto d) {
+      using D = decltype(d);
+      if constexpr (has_params<D>()) {
+        if (!std::holds_alternative<typename D::Params>(p)) p = typename D::Params{};
+        for (const auto& [key, value] : pins) D::set(std::get<typename D::Params>(p), key, value);
+      } else {
+        throw UsageError(paro::detail::concat(D::name, " takes no parameters ('", pins.front().first, "=",
+                                              pins.front().second, "')"));
+      }
+    });
+  }
+
+  // What the scope and the backend allow a plan of a, applied last (the descriptor's settle).
+  static void settle(Algorithm a, Params& p, const CostShape& s, LaneChoice lanes) {
+    visit(a, [&](auto d) {
+      using D = decltype(d);
+      if constexpr (has_params<D>()) {
+        if (!std::holds_alternative<typename D::Params>(p)) p = typename D::Params{};
+        D::settle(std::get<typename D::Params>(p), s, lanes);
+      }
+    });
   }
 
   // How automatic decides for c at one size (what `paro-bench --explain` prints): every candidate, flat
@@ -187,8 +287,8 @@ struct AlgorithmList {
       if (D::family == Family::native || !algorithms::implements<D>(c)) return;
       if (D::family == Family::hierarchical && !s.hierarchical()) return;
       const Prediction p = predict(m, D::id, c, full_bytes, s);
-      d.candidates[d.count++] = {D::id, p,
-                                 m.links().correction(c, D::id, static_cast<double>(full_bytes), p.lanes_inline)};
+      d.candidates[d.count++] = {
+          D::id, p, m.links().correction(c, D::id, static_cast<double>(full_bytes), inline_lanes(p.params))};
     };
     (consider(Descriptors{}), ...);
     paro::detail::require(d.count > 0, paro::name_of(c), ": no registered algorithm implements it");
@@ -218,6 +318,11 @@ struct AlgorithmList {
     return d;
   }
 
+  struct Choice {
+    Algorithm algorithm;
+    Prediction prediction;
+  };
+
   // automatic's pick for c (decide()).
   static Choice best(const CostModel& m, Collective c, std::size_t full_bytes, const CostShape& s) {
     const Decision d = decide(m, c, full_bytes, s);
@@ -243,43 +348,88 @@ inline const char* name_of(Algorithm a) {
 
 inline Algorithm parse_algorithm(std::string_view s) { return algorithms::BuiltinAlgorithms::parse(s); }
 
-// The algorithm forced per collective (automatic where nothing is forced): PARO_ALGO's grammar, NCCL_ALGO's
-// own, "ring" for all or "allreduce:ring;allgather:tree" (';' or ',' between entries).
+// The algorithm forced per collective (automatic where nothing is forced), with its pinned choices:
+// PARO_ALGO's grammar, NCCL_ALGO's own, "ring" for all or "allreduce:ring;allgather:tree" (';' or ',' between
+// entries), an entry's algorithm optionally with pins, "allreduce:paro_cc(chunk=1M,lanes=inline)": the
+// choices named are fixed, the others the cost model's. paro-bench --explain prints the entry that pins
+// each of automatic's picks.
 class AlgorithmOverrides {
  public:
+  using Pins = std::vector<std::pair<std::string, std::string>>;  // (key, value) in the order written
+
   AlgorithmOverrides() { forced_.fill(Algorithm::automatic); }
 
   template <class Registry = algorithms::BuiltinAlgorithms>
   static AlgorithmOverrides parse(std::string_view text) {
     AlgorithmOverrides o;
     try {
-      std::size_t start = 0;
-      while (start <= text.size()) {
-        std::size_t end = text.find_first_of(";,", start);
-        if (end == std::string_view::npos) end = text.size();
-        const std::string_view entry = detail::trim(text.substr(start, end - start));
-        if (!entry.empty()) {
-          const std::size_t colon = entry.find(':');
-          if (colon == std::string_view::npos) {
-            o.forced_.fill(Registry::parse(entry));
-          } else {
-            o.forced_[index(parse_collective(entry.substr(0, colon)))] = Registry::parse(entry.substr(colon + 1));
-          }
+      for (std::string_view entry : entries(text)) {
+        const std::size_t colon = entry.find(':');
+        const std::string_view choice = colon == std::string_view::npos ? entry : entry.substr(colon + 1);
+        const std::size_t open = choice.find('(');
+        const Algorithm a = Registry::parse(choice.substr(0, open));
+        Pins pins;
+        if (open != std::string_view::npos) pins = parse_pins(choice.substr(open));
+        // Checked now, on a plan of a, so that a bad key or value fails at startup.
+        typename Registry::Params checked = Registry::params_of(a);
+        Registry::apply(a, checked, pins);
+        if (colon == std::string_view::npos) {
+          o.forced_.fill(a);
+          o.pins_.fill(pins);
+        } else {
+          const std::size_t c = index(parse_collective(entry.substr(0, colon)));
+          o.forced_[c] = a;
+          o.pins_[c] = pins;
         }
-        start = end + 1;
       }
     } catch (const Error& e) {
       throw UsageError(detail::concat("PARO_ALGO='", text, "': ", e.message(),
-                                      " (form: 'ring' or 'allreduce:ring;allgather:tree')"));
+                                      " (form: 'ring', 'allreduce:ring;allgather:tree' or "
+                                      "'allreduce:paro_cc(chunk=1M,lanes=inline)')"));
     }
     return o;
   }
 
   Algorithm operator[](Collective c) const { return forced_[index(c)]; }
+  const Pins& pins(Collective c) const { return pins_[index(c)]; }
 
  private:
   std::array<Algorithm, 3> forced_{};
+  std::array<Pins, 3> pins_{};
   static std::size_t index(Collective c) { return static_cast<std::size_t>(c); }
+
+  // The entries between ';' or ',' outside parentheses.
+  static std::vector<std::string_view> entries(std::string_view text) {
+    std::vector<std::string_view> out;
+    std::size_t start = 0, depth = 0;
+    for (std::size_t i = 0; i <= text.size(); ++i) {
+      const char ch = i < text.size() ? text[i] : ';';
+      if (ch == '(') ++depth;
+      if (ch == ')') depth = depth > 0 ? depth - 1 : 0;
+      if ((ch == ';' || ch == ',') && (depth == 0 || i == text.size())) {
+        const std::string_view entry = detail::trim(text.substr(start, i - start));
+        if (!entry.empty()) out.push_back(entry);
+        start = i + 1;
+      }
+    }
+    return out;
+  }
+
+  // "(key=value,key=value)".
+  static Pins parse_pins(std::string_view text) {
+    detail::require(text.size() >= 2 && text.back() == ')', "'", text, "' is not '(key=value,...)'");
+    Pins pins;
+    std::string_view rest = text.substr(1, text.size() - 2);
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view pin = detail::trim(rest.substr(0, comma));
+      const std::size_t eq = pin.find('=');
+      detail::require(eq != std::string_view::npos && eq > 0, "pin '", pin, "' is not key=value");
+      pins.emplace_back(std::string(detail::trim(pin.substr(0, eq))), std::string(detail::trim(pin.substr(eq + 1))));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+    return pins;
+  }
 };
 
 }  // namespace paro

@@ -199,7 +199,7 @@ struct Ring {
   static constexpr const char* name = "ring";
   static constexpr Family family = Family::flat;
   static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
-    return {m.flat_ring(c, N, s.ranks, m.ring_link(s)), 0};
+    return {m.flat_ring(c, N, s.ranks, m.ring_link(s))};
   }
   template <class Ctx>
   static void all_reduce(Ctx& x, const Call& c) {

@@ -182,7 +182,7 @@ struct Tree {
   static constexpr const char* name = "tree";
   static constexpr Family family = Family::flat;
   static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
-    return {m.flat_tree(c, N, s.ranks, s), 0};
+    return {m.flat_tree(c, N, s.ranks, s)};
   }
   template <class Ctx>
   static void all_reduce(Ctx& x, const Call& c) {

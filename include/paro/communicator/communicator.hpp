@@ -69,6 +69,7 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
                 "paro::Communicator<T>: T does not model the Transport concept (see paro/transport/transport.hpp)");
   using Typed = TypedVerbs<Communicator>;
   using Planned = Planner<Registry, Transport>;
+  using Plan = typename Planned::Plan;
 
  public:
   // Collective: discovers the topology (unless config gives it), forms the groups and splits off the
@@ -126,6 +127,13 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
   Algorithm resolve(Collective c, std::size_t full_bytes, Algorithm requested = Algorithm::automatic,
                     Scope scope = Scope::global) const {
     return plan(c, full_bytes, requested, scope).algorithm;
+  }
+  // The PARO_ALGO entry that pins what that call would run, its algorithm and plan ("all_reduce:paro_cc(
+  // chunk=8M,...)", what paro-bench --explain prints): a run pinned with it runs the same schedule.
+  std::string pin(Collective c, std::size_t full_bytes, Algorithm requested = Algorithm::automatic,
+                  Scope scope = Scope::global) const {
+    const Plan p = plan(c, full_bytes, requested, scope);
+    return Registry::pin(c, p.algorithm, p.params);
   }
 
   // The cost model's view: predicted time of an algorithm (native is not modelled: 0), the lower bound,
@@ -217,30 +225,12 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
   // Last: destroyed first, so that its worker finishes the queued collectives while the rest still exists.
   ProgressEngine engine_{[this] { bind_worker_thread(); }};
 
-  // What a descriptor's schedules see of this communicator (algorithms/registry.hpp).
-  struct Context {
-    Communicator& self;
-    Scope scope;
-    const Plan& plan;
-    Transport& comm() { return self.transport(scope); }
-    algorithms::Hierarchy<Transport>& hierarchy() { return self.scopes_.hierarchy(scope, comm(), plan.nodes_only); }
-    const algorithms::RingParams& ring() const { return self.tuning_.ring; }
-    algorithms::HierarchicalParams levels() const {
-      algorithms::HierarchicalParams p;
-      p.ring = self.tuning_.ring;
-      p.direct_max_bytes = plan.direct ? std::numeric_limits<std::size_t>::max() : self.tuning_.direct_max_bytes;
-      p.concurrent = !plan.lanes_inline;
-      // Inline lanes pipeline only where their levels exchange their shards together (paro_cc.hpp).
-      p.pipeline_chunk_bytes = plan.pipeline_chunk_bytes;
-      p.together = plan.together;
-      return p;
-    }
-  };
-
   using Job = CollectiveJob<Communicator>;
   using BroadcastJob = paro::BroadcastJob<Communicator>;
+  using Context = ScheduleContext<Communicator>;
   friend Job;
   friend BroadcastJob;
+  friend Context;
 
   // The checks that need no communication, and the plan; the rest happens in execute().
   Job prepare_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) {
@@ -294,7 +284,8 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
     Transport& t = transport(j.scope);
     const algorithms::Call& call = j.call;
     if (j.inputs_ready) j.inputs_ready();
-    check_agreement(t, static_cast<std::int64_t>(j.collective), j.scope, j.plan.algorithm, call.count, call.dt,
+    check_agreement(t, static_cast<std::int64_t>(j.collective), j.scope, j.plan.algorithm,
+                    Registry::print(j.plan.algorithm, j.plan.params), call.count, call.dt,
                     static_cast<std::int64_t>(call.op));
     if (call.count == 0) return;
     // Schedules other than the backend's own start from this rank's all-gather block in place
@@ -311,7 +302,7 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
                                     [](const void* job) { return static_cast<const BroadcastJob*>(job)->describe(); });
     Transport& t = transport(j.scope);
     if (j.inputs_ready) j.inputs_ready();
-    check_agreement(t, broadcast_signature, j.scope, Algorithm::automatic, j.count, j.dt, j.root);
+    check_agreement(t, broadcast_signature, j.scope, Algorithm::automatic, "", j.count, j.dt, j.root);
     algorithms::broadcast(t, j.buf, j.count * size_of(j.dt), j.root, tuning_.ring);
   }
 
@@ -334,12 +325,14 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
   }
 
   Plan plan(Collective c, std::size_t full_bytes, Algorithm requested, Scope scope) const {
-    return Planned::plan(c, full_bytes, requested, overrides_[c], cost_, shape(scope), tuning_, lane_choice(t_));
+    return Planned::plan(c, full_bytes, requested, overrides_[c], overrides_.pins(c), cost_, shape(scope), tuning_,
+                         lane_choice(t_));
   }
 
-  void check_agreement(Transport& t, std::int64_t c, Scope s, Algorithm a, std::size_t count, DataType dt,
-                       std::int64_t op) {
-    if (tuning_.check_signatures) check_call_agreement(t, tuning_, lane_choice(t), c, s, a, count, dt, op, name_of);
+  void check_agreement(Transport& t, std::int64_t c, Scope s, Algorithm a, const std::string& plan, std::size_t count,
+                       DataType dt, std::int64_t op) {
+    if (tuning_.check_signatures)
+      check_call_agreement(t, tuning_, lane_choice(t), c, s, a, plan, count, dt, op, name_of);
   }
 
   const Topology& checked(const Topology& topo) const {

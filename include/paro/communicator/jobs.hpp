@@ -1,14 +1,16 @@
 #pragma once
 // A verb's call once it is checked (and, for the registry's collectives, planned): a job the Communicator's
-// progress engine runs now or later, on whichever thread it picks (progress.hpp). Comm is the Communicator
-// that made it and runs it (Comm::execute).
+// progress engine runs now or later, on whichever thread it picks (progress.hpp); and what the algorithm's
+// schedules see while it runs. Comm is the Communicator that made it and runs it (Comm::execute).
 
 #include <cstddef>
 #include <functional>
 #include <ostream>
 #include <string>
+#include <variant>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/ring.hpp"
 #include "paro/communicator/planner.hpp"
 #include "paro/communicator/scopes.hpp"
 #include "paro/core/dtype.hpp"
@@ -22,7 +24,7 @@ struct CollectiveJob {
   Comm* self;
   Collective collective;
   Scope scope;
-  Plan plan;
+  typename Comm::Plan plan;
   algorithms::Call call;
   bool in_place;
   std::function<void()> inputs_ready;  // Options::inputs_ready
@@ -53,6 +55,24 @@ struct BroadcastJob {
                << " root=" << j.root;
   }
   std::string describe() const { return detail::concat(*this); }
+};
+
+// What a descriptor's schedules see of the Communicator that runs them (algorithms/registry.hpp).
+template <class Comm>
+struct ScheduleContext {
+  Comm& self;
+  Scope scope;
+  const typename Comm::Plan& plan;
+  auto& comm() { return self.transport(scope); }
+  // The scope's levels, or (by_nodes) the scope cut by its nodes alone (CostShape::node_cut).
+  auto& hierarchy(bool by_nodes = false) { return self.scopes_.hierarchy(scope, comm(), by_nodes); }
+  const algorithms::RingParams& ring() const { return self.tuning_.ring; }
+  std::size_t direct_max_bytes() const { return self.tuning_.direct_max_bytes; }
+  // This call's plan, as the descriptor's Params.
+  template <class Params>
+  const Params& params() const {
+    return std::get<Params>(plan.params);
+  }
 };
 
 }  // namespace paro

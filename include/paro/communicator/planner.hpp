@@ -1,11 +1,10 @@
 #pragma once
 // Planning a call: which algorithm runs it (an explicit request, else PARO_ALGO, else the cost model's
-// fastest, algorithms/registry.hpp) and, for paro_cc, how (its pipeline chunk, lanes, together, nodes only,
-// direct), with the Tuning's pins applied last. Everything a plan depends on is the same on every rank
-// (the model, the size, the scope's shape, the settings), so the ranks plan alike without talking.
+// fastest, algorithms/registry.hpp) and how (the algorithm's plan: predicted, then PARO_ALGO's pins and
+// their older environment aliases, then what the scope and the backend allow). Everything a plan depends on is the same
+// on every rank (the model, the size, the scope's shape, the settings), so the ranks plan alike without talking.
 
 #include <cstddef>
-#include <limits>
 #include <string>
 
 #include "paro/algorithms/algorithm.hpp"
@@ -17,16 +16,12 @@
 
 namespace paro {
 
-// What a call runs: the algorithm and, for paro_cc, its pipeline chunk, whether its lanes run inline,
-// whether inline lanes exchange a level's shards together, whether the scope is cut by its nodes alone
-// and whether every level exchanges directly; predicted once per call.
-struct Plan {
+// What a call runs: the algorithm and its plan (the descriptor's Params, registry.hpp: for paro_cc its
+// pipeline chunk, lanes, together, cut by nodes and direct levels), decided once per call.
+template <class Registry>
+struct BasicPlan {
   Algorithm algorithm;
-  std::size_t pipeline_chunk_bytes = 0;
-  bool lanes_inline = false;
-  bool together = false;
-  bool nodes_only = false;
-  bool direct = false;
+  typename Registry::Params params;
 };
 
 // Registry: the algorithms a Communicator can run; Transport: its backend.
@@ -54,16 +49,17 @@ struct Planner {
     return out;
   }
 
-  // requested: the call's Options::algorithm; forced: PARO_ALGO's choice for c; lanes: where paro_cc's
-  // lanes may run on this communicator.
+  using Plan = BasicPlan<Registry>;
+
+  // requested: the call's Options::algorithm; forced and pins: PARO_ALGO's choice for c and its pinned
+  // choices; lanes: where the lanes of hierarchical algorithms may run on this communicator.
   static Plan plan(Collective c, std::size_t full_bytes, Algorithm requested, Algorithm forced,
-                   const algorithms::CostModel& cost, const algorithms::CostShape& shape, const Tuning& tuning,
-                   algorithms::LaneChoice lanes) {
-    Plan p{requested != Algorithm::automatic ? requested : forced};
+                   const AlgorithmOverrides::Pins& pins, const algorithms::CostModel& cost,
+                   const algorithms::CostShape& shape, const Tuning& tuning, algorithms::LaneChoice lanes) {
+    Plan p{requested != Algorithm::automatic ? requested : forced, {}};
     if (p.algorithm == Algorithm::automatic) {
       const auto best = Registry::best(cost, c, full_bytes, shape);
-      p = {best.algorithm,           best.prediction.pipeline_chunk_bytes, best.prediction.lanes_inline,
-           best.prediction.together, best.prediction.nodes_only,           best.prediction.direct};
+      p = {best.algorithm, best.prediction.params};
     } else {
       detail::require(Registry::contains(p.algorithm), paro::name_of(c), ": algorithm ", static_cast<int>(p.algorithm),
                       " is not registered; allowed: ", Registry::names());
@@ -71,22 +67,17 @@ struct Planner {
                       " has no ", paro::name_of(c), " schedule; allowed: ", allowed_for(c));
       detail::require(on_this_backend(p.algorithm), paro::name_of(c), ": algorithm ", name_of(p.algorithm),
                       " is not available on the ", Transport::name, " backend; allowed here: ", allowed_for(c));
-      // Only hierarchical schedules pipeline; flat ones skip the prediction on their (small-message) path.
-      if (Registry::family(p.algorithm) == algorithms::Family::hierarchical) {
-        const algorithms::Prediction predicted = Registry::predict(cost, p.algorithm, c, full_bytes, shape);
-        p.pipeline_chunk_bytes = predicted.pipeline_chunk_bytes;
-        p.lanes_inline = predicted.lanes_inline;
-        p.together = predicted.together;
-        p.nodes_only = predicted.nodes_only;
-        p.direct = predicted.direct;
-      }
+      // Only hierarchical schedules have choices to predict; flat ones skip the model on their (small-message)
+      // path.
+      p.params = Registry::family(p.algorithm) == algorithms::Family::hierarchical
+                     ? Registry::predict(cost, p.algorithm, c, full_bytes, shape).params
+                     : Registry::params_of(p.algorithm);
+      // PARO_ALGO's pins are its forced algorithm's, not one a call requests itself.
+      if (requested == Algorithm::automatic) Registry::apply(p.algorithm, p.params, pins);
     }
-    if (tuning.pipeline_chunk_bytes) p.pipeline_chunk_bytes = tuning.pipeline_chunk_bytes;
-    if (tuning.together) p.together = *tuning.together;
-    if (tuning.all_direct && p.algorithm == Algorithm::paro_cc) p.direct = *tuning.all_direct;
-    if (tuning.nodes_only && p.algorithm == Algorithm::paro_cc) p.nodes_only = *tuning.nodes_only && shape.nodes_only;
-    // Decided here, not when the call runs: set_lanes may change it for later calls meanwhile.
-    p.lanes_inline = p.lanes_inline || lanes == algorithms::LaneChoice::inline_only;
+    if (p.algorithm == Algorithm::paro_cc) Registry::apply(p.algorithm, p.params, tuning.paro_cc_pins);
+    // Decided here, not when the call runs: set_lanes may change the lanes for later calls meanwhile.
+    Registry::settle(p.algorithm, p.params, shape, lanes);
     return p;
   }
 };

@@ -63,8 +63,8 @@ class Scopes {
     for (Level l : topo.known_levels) levels_.emplace(l, world.split(topo.ordinals(l)[me], rank));
     for (Scope s : all_scopes) {
       const std::vector<int> members = scope_members(s, groups, rank, world.size());
-      for (bool nodes_only : {false, true})
-        partitions_[nodes_only][index(s)] = algorithms::scope_partitions(topo, groups.group_of, members, nodes_only);
+      for (bool by_nodes : {false, true})
+        partitions_[by_nodes][index(s)] = algorithms::scope_partitions(topo, groups.group_of, members, by_nodes);
       shapes_[index(s)] =
           algorithms::scope_shape(topo, members, partitions_[false][index(s)], partitions_[true][index(s)], bound_nic);
       shapes_[index(s)].lanes = lanes;
@@ -90,11 +90,11 @@ class Scopes {
   }
 
   // Collective over the scope (its transport: `scoped`) at its first use: the hierarchical algorithms'
-  // sub-communicators, for the scope cut by its levels or by its nodes alone (CostShape::nodes_only).
-  algorithms::Hierarchy<Transport>& hierarchy(Scope s, Transport& scoped, bool nodes_only = false) {
-    auto& h = hierarchies_[nodes_only][index(s)];
+  // sub-communicators, for the scope cut by its levels or by its nodes alone (CostShape::node_cut).
+  algorithms::Hierarchy<Transport>& hierarchy(Scope s, Transport& scoped, bool by_nodes = false) {
+    auto& h = hierarchies_[by_nodes][index(s)];
     if (!h)
-      h = algorithms::Hierarchy<Transport>::build(scoped.split(0, scoped.rank()), partitions_[nodes_only][index(s)],
+      h = algorithms::Hierarchy<Transport>::build(scoped.split(0, scoped.rank()), partitions_[by_nodes][index(s)],
                                                   true);
     return *h;
   }
@@ -103,9 +103,9 @@ class Scopes {
   using Cuts = std::array<std::vector<std::vector<int>>, 3>;  // per scope
   Transport intra_, inter_;
   std::map<Level, Transport> levels_;
-  std::array<Cuts, 2> partitions_;  // [nodes_only]
+  std::array<Cuts, 2> partitions_;  // [by_nodes]
   std::array<algorithms::CostShape, 3> shapes_;
-  std::array<std::array<std::unique_ptr<algorithms::Hierarchy<Transport>>, 3>, 2> hierarchies_;  // [nodes_only]
+  std::array<std::array<std::unique_ptr<algorithms::Hierarchy<Transport>>, 3>, 2> hierarchies_;  // [by_nodes]
 
   static std::size_t index(Scope s) { return static_cast<std::size_t>(s); }
 };

@@ -1,11 +1,10 @@
 #pragma once
 // PARO_CHECK=1: before a collective, the ranks of its scope compare what each is about to run (the
-// collective, scope, algorithm, count, type, op and every setting that cuts messages), so that a rank
-// calling something else is named in an error instead of a hang or wrong bytes (validation.hpp).
+// collective, scope, algorithm and its plan, count, type, op and every setting that cuts messages), so that
+// a rank calling something else is named in an error instead of a hang or wrong bytes (validation.hpp).
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "paro/algorithms/algorithm.hpp"
@@ -22,13 +21,21 @@ namespace paro {
 // field holds the root.
 inline constexpr std::int64_t broadcast_signature = -1;
 
-// c: a Collective, or broadcast_signature (then op is the root); lanes: where paro_cc's lanes may run on
+// FNV-1a of a printed plan: equal plans give equal numbers on every rank.
+inline std::int64_t plan_hash(const std::string& printed) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : printed) h = (h ^ ch) * 0x100000001b3ull;
+  return static_cast<std::int64_t>(h);
+}
+
+// c: a Collective, or broadcast_signature (then op is the root); plan: the call's plan as printed
+// (registry.hpp's print; empty for a broadcast); lanes: where the lanes of hierarchical algorithms may run on
 // t; name_of: the Communicator's algorithm names.
 template <class Transport, class NameOf>
 void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneChoice lanes, std::int64_t c, Scope s,
-                          Algorithm a, std::size_t count, DataType dt, std::int64_t op, NameOf name_of) {
+                          Algorithm a, const std::string& plan, std::size_t count, DataType dt, std::int64_t op,
+                          NameOf name_of) {
   using F = validation::Signature;
-  auto pinned_value = [](const std::optional<bool>& pinned) -> std::int64_t { return pinned ? *pinned : -1; };
   F mine;
   mine.values = {c,
                  static_cast<std::int64_t>(s),
@@ -38,29 +45,27 @@ void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneCh
                  op,
                  static_cast<std::int64_t>(tuning.ring.chunk_bytes),
                  static_cast<std::int64_t>(tuning.ring.window),
-                 static_cast<std::int64_t>(tuning.pipeline_chunk_bytes),
                  static_cast<std::int64_t>(lanes),
                  static_cast<std::int64_t>(tuning.direct_max_bytes),
-                 pinned_value(tuning.together),
-                 pinned_value(tuning.nodes_only),
-                 pinned_value(tuning.all_direct)};
-  validation::check_agreement(t, mine, paro::name_of(s), [&name_of](const F& f) {
+                 plan_hash(plan)};
+  const std::int64_t my_plan = mine.values[F::plan];
+  validation::check_agreement(t, mine, paro::name_of(s), [&name_of, &plan, my_plan](const F& f) {
     const auto& v = f.values;
-    auto setting = [](std::int64_t x) { return x < 0 ? "unset" : x ? "1" : "0"; };  // an optional switch
     if (v[F::collective] == broadcast_signature)
       return detail::concat("broadcast scope=", paro::name_of(static_cast<Scope>(v[F::scope])), " count=", v[F::count],
                             " ", paro::name_of(static_cast<DataType>(v[F::data_type])), " root=", v[F::op],
                             " (PARO_RING_CHUNK=", v[F::ring_chunk], " PARO_RING_WINDOW=", v[F::ring_window], ")");
+    // This rank's plan by its text; another's by its hash, which is all that travelled.
+    const std::string planned = v[F::plan] == my_plan ? plan : detail::concat("#", v[F::plan]);
     return detail::concat(paro::name_of(static_cast<Collective>(v[F::collective])),
                           " scope=", paro::name_of(static_cast<Scope>(v[F::scope])),
-                          " algo=", name_of(static_cast<Algorithm>(v[F::algorithm])), " count=", v[F::count], " ",
+                          " algo=", name_of(static_cast<Algorithm>(v[F::algorithm])),
+                          planned.empty() ? "" : "(" + planned + ")", " count=", v[F::count], " ",
                           paro::name_of(static_cast<DataType>(v[F::data_type])), " ",
                           paro::name_of(static_cast<ReduceOp>(v[F::op])), " (PARO_RING_CHUNK=", v[F::ring_chunk],
-                          " PARO_RING_WINDOW=", v[F::ring_window], " PARO_CC_CHUNK=", v[F::pipeline_chunk],
+                          " PARO_RING_WINDOW=", v[F::ring_window],
                           " lanes=", algorithms::name_of(static_cast<algorithms::LaneChoice>(v[F::lanes])),
-                          " PARO_DIRECT_MAX=", v[F::direct_max], " PARO_CC_TOGETHER=", setting(v[F::together]),
-                          " PARO_CC_NODES_ONLY=", setting(v[F::nodes_only]),
-                          " PARO_CC_DIRECT=", setting(v[F::all_direct]), ")");
+                          " PARO_DIRECT_MAX=", v[F::direct_max], ")");
   });
 }
 

@@ -106,12 +106,9 @@ struct Signature {
     op,
     ring_chunk,
     ring_window,
-    pipeline_chunk,
     lanes,
     direct_max,
-    together,
-    nodes_only,
-    all_direct,
+    plan,  // a hash of the printed plan (registry.hpp's print): the algorithm's own choices
     fields
   };
   std::array<std::int64_t, fields> values{};

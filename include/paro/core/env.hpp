@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "paro/core/error.hpp"
 
@@ -69,6 +70,13 @@ inline double parse_seconds(std::string_view text, std::string_view what) {
   const double v = parse_number(text, what, 0, 1e9);
   detail::require(v > 0, what, ": '", text, "' is not a number of seconds in (0, 1e9]");
   return v;
+}
+
+// The shortest form parse_bytes reads back exactly: "1M" for 1048576, "1536" for 1536.
+inline std::string format_bytes(std::size_t bytes) {
+  for (const auto& [shift, suffix] : {std::pair{30, 'G'}, std::pair{20, 'M'}, std::pair{10, 'K'}})
+    if (bytes != 0 && bytes % (std::size_t{1} << shift) == 0) return std::to_string(bytes >> shift) + suffix;
+  return std::to_string(bytes);
 }
 
 inline std::size_t bytes_or(const char* name, std::size_t fallback) {

@@ -126,7 +126,7 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
         for (bool on_caller : lanes_inline) {
           by_size.back().push_back(
               {timings.size(), count, std::vector<float>(buffers.in), std::vector<float>(buffers.out)});
-          timings.push_back({coll, algo, measured_bytes, {}, {0, on_caller, false}});
+          timings.push_back({coll, algo, measured_bytes, {}, {on_caller, {}}});
         }
       }
   }

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstddef>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,15 +28,14 @@
 
 namespace paro::algorithms {
 
-// The schedule a cost model gives a call: paro_cc's pipeline chunk, whether its lanes run inline, with
-// inline lanes whether each level exchanges its shards together, whether it cuts the scope by its nodes
-// alone, and whether every level exchanges directly.
+// The schedule a cost model gives a call: whether it is corrected as inline lanes (paro_cc's two schedules
+// are corrected apart), and the algorithm's plan as printed (registry.hpp: for paro_cc its pipeline chunk,
+// lanes, together, cut by nodes and direct levels).
 struct Schedule {
-  std::size_t chunk_bytes = 0;
-  bool lanes_inline = false, together = false, nodes_only = false, direct = false;
+  bool lanes_inline = false;
+  std::string plan;
   friend bool operator==(const Schedule& a, const Schedule& b) {
-    return a.chunk_bytes == b.chunk_bytes && a.lanes_inline == b.lanes_inline && a.together == b.together &&
-           a.nodes_only == b.nodes_only && a.direct == b.direct;
+    return a.lanes_inline == b.lanes_inline && a.plan == b.plan;
   }
   friend bool operator!=(const Schedule& a, const Schedule& b) { return !(a == b); }
 };
@@ -56,8 +56,8 @@ struct Timing {
 template <class Registry>
 Schedule planned_schedule(const CostModel& model, CostShape shape, const Timing& t) {
   shape.lanes = t.schedule.lanes_inline ? LaneChoice::inline_only : LaneChoice::threads;
-  const Prediction p = Registry::predict(model, t.algorithm, t.collective, static_cast<std::size_t>(t.bytes), shape);
-  return {p.pipeline_chunk_bytes, p.lanes_inline, p.together, p.nodes_only, p.direct};
+  const auto p = Registry::predict(model, t.algorithm, t.collective, static_cast<std::size_t>(t.bytes), shape);
+  return {Registry::inline_lanes(p.params), Registry::print(t.algorithm, p.params)};
 }
 
 struct FittedPoint {

@@ -161,8 +161,9 @@ struct CostShape {
   int pod_ranks = 0, pod_nics = 0;         // the scope's members in its fullest pod, and their NICs
   LaneChoice lanes = LaneChoice::threads;  // where paro_cc's lanes may run
   // The same scope cut by its nodes alone, where its chain has a level above the node (cost_shape.hpp,
-  // scope_shape): paro_cc runs whichever cut is predicted faster. Its lanes are this shape's.
-  std::shared_ptr<const CostShape> nodes_only;
+  // scope_shape): a hierarchical algorithm may run whichever cut is predicted faster. Its lanes are this
+  // shape's.
+  std::shared_ptr<const CostShape> node_cut;
   // Members of one unit at `level` (level 0: the whole scope; units.size(): the innermost unit).
   int members_below(std::size_t level) const {
     int r = ranks;
@@ -173,14 +174,23 @@ struct CostShape {
   bool hierarchical() const { return !units.empty() && even; }
 };
 
-struct Prediction {
-  double time_us = 0;
-  std::size_t pipeline_chunk_bytes = 0;  // paro_cc all-reduce
-  bool lanes_inline = false;             // paro_cc: its lanes on the caller's thread, with no pipeline (paro_cc.hpp)
-  bool together = false;                 // paro_cc with inline lanes: each level exchanges all its shards at once
-  bool nodes_only = false;               // paro_cc: over the scope cut by its nodes alone (CostShape::nodes_only)
-  bool direct = false;  // paro_cc one shard at a time: every level direct, whatever its blocks (else PARO_DIRECT_MAX)
+// The per-call choices of an algorithm that has none (a descriptor without `Params`, registry.hpp).
+struct NoParams {
+  friend bool operator==(const NoParams&, const NoParams&) { return true; }
+  friend bool operator!=(const NoParams&, const NoParams&) { return false; }
 };
+// Which of an algorithm's measured corrections applies (LinkModel::correction): its inline-lanes one only
+// for params that say so (paro_cc's own overload of this function).
+inline bool corrected_inline(const NoParams&) { return false; }
+
+// What a descriptor's `predict` returns: the time and, for an algorithm with per-call choices, how it would
+// run the call (its Params: the plan its schedules then follow).
+template <class Params = NoParams>
+struct Predicted {
+  double time_us = 0;
+  Params params{};
+};
+using Prediction = Predicted<>;
 
 class CostModel {
  public:

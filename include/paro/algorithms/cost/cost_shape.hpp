@@ -46,14 +46,14 @@ inline std::vector<Level> hierarchy_levels(const Topology& topo) {
   return out;
 }
 
-// The topology's levels (hierarchy_levels; nodes_only: the node alone) and the grouping (group_of: a
+// The topology's levels (hierarchy_levels; by_nodes: the node alone) and the grouping (group_of: a
 // group per world rank), as the nested partitions of the members that the hierarchical algorithms walk,
 // coarsest first.
 inline std::vector<std::vector<int>> scope_partitions(const Topology& topo, const std::vector<int>& group_of,
-                                                      const std::vector<int>& members, bool nodes_only = false) {
+                                                      const std::vector<int>& members, bool by_nodes = false) {
   std::vector<std::vector<int>> candidates;
   for (Level l : hierarchy_levels(topo))
-    if (!nodes_only || l == Level::node) candidates.push_back(labels_of(topo.ordinals(l), members));
+    if (!by_nodes || l == Level::node) candidates.push_back(labels_of(topo.ordinals(l), members));
   candidates.push_back(labels_of(group_of, members));
   return nested_partitions(candidates);
 }
@@ -131,13 +131,13 @@ inline CostShape cost_shape(const Topology& topo, const std::vector<int>& member
 }
 
 // The scope's shape cut by `chain` (scope_partitions), with its cut by nodes alone (`node_chain`:
-// scope_partitions with nodes_only) as CostShape::nodes_only where the two differ.
+// scope_partitions by_nodes) as CostShape::node_cut where the two differ.
 inline CostShape scope_shape(const Topology& topo, const std::vector<int>& members,
                              const std::vector<std::vector<int>>& chain,
                              const std::vector<std::vector<int>>& node_chain, NicModel bound_nic) {
   CostShape s = cost_shape(topo, members, chain, bound_nic);
   if (node_chain != chain)
-    s.nodes_only = std::make_shared<const CostShape>(cost_shape(topo, members, node_chain, bound_nic));
+    s.node_cut = std::make_shared<const CostShape>(cost_shape(topo, members, node_chain, bound_nic));
   return s;
 }
 

@@ -13,6 +13,24 @@
 
 namespace paro::algorithms {
 
+// How paro_cc (and paro_seq) run one call: the plan its schedules follow, chosen by the formulas below or
+// pinned (PARO_ALGO's `paro_cc(chunk=1M,lanes=inline,...)`, paro_cc.hpp's ParoCcParams::set).
+struct ParoCcParams {
+  std::size_t pipeline_chunk_bytes = 0;  // the pipeline's chunk of the full buffer; 0: one chunk
+  bool lanes_inline = false;             // the levels' lanes on the caller's thread, with no pipeline
+  bool together = false;                 // inline lanes: each level exchanges all its shards at once
+  bool nodes_only = false;               // over the scope cut by its nodes alone (CostShape::node_cut)
+  bool direct = false;                   // one shard at a time: every level direct, whatever its blocks
+  friend bool operator==(const ParoCcParams& a, const ParoCcParams& b) {
+    return a.pipeline_chunk_bytes == b.pipeline_chunk_bytes && a.lanes_inline == b.lanes_inline &&
+           a.together == b.together && a.nodes_only == b.nodes_only && a.direct == b.direct;
+  }
+  friend bool operator!=(const ParoCcParams& a, const ParoCcParams& b) { return !(a == b); }
+};
+// paro_cc's lanes on threads and inline are two schedules, each with its own measured correction.
+inline bool corrected_inline(const ParoCcParams& p) { return p.lanes_inline; }
+using ParoCcPrediction = Predicted<ParoCcParams>;
+
 // Over a model that must outlive it: ParoCcCost(model).paro(...).
 class ParoCcCost {
  public:
@@ -82,10 +100,10 @@ class ParoCcCost {
 
   // paro_cc all-gather / reduce-scatter with the blocks cut into P pieces: the two lanes (rail, my unit)
   // played out item by item; the best P. Inline lanes run no pipeline (one piece).
-  Prediction pipelined(Collective c, const CostShape& s, double block, Overlap o, bool all_direct = false) const {
+  ParoCcPrediction pipelined(Collective c, const CostShape& s, double block, Overlap o, bool all_direct = false) const {
     const int g = s.units[0];
     const Hop rail = m_.rail_hop(s, 0);
-    Prediction best{0, 0};
+    ParoCcPrediction best{0, {0}};
     const double most_pieces = o == Overlap::threads ? 64 : 1;
     for (double pieces = 1; pieces <= most_pieces && (pieces == 1 || block / pieces >= 4096); pieces *= 2) {
       const double b = block / pieces;
@@ -105,15 +123,15 @@ class ParoCcCost {
       }
       const double t = std::max(rail_t, unit_t) + lane_start(o);
       if (best.time_us == 0 || t < best.time_us)
-        best = {t, static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))};
+        best = {t, {static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))}};
     }
-    best.direct = all_direct;
+    best.params.direct = all_direct;
     return best;
   }
 
   // paro_seq's all-reduce (Overlap::none), or paro_cc's three-lane pipeline on threads (Overlap::threads;
   // inline lanes run inline_lanes instead).
-  Prediction all_reduce(const CostShape& s, double N, Overlap o, bool all_direct = false) const {
+  ParoCcPrediction all_reduce(const CostShape& s, double N, Overlap o, bool all_direct = false) const {
     const int g = s.units[0], m = s.ranks / g;
     const Hop rail = m_.rail_hop(s, 0);
     auto stages = [&](double chunk, double& rs, double& ar, double& ag) {
@@ -125,19 +143,19 @@ class ParoCcCost {
     double rs, ar, ag;
     if (o == Overlap::none) {
       stages(N, rs, ar, ag);
-      return {rs + ar + ag + 2 * m_.barrier_us(s.ranks), 0};
+      return {rs + ar + ag + 2 * m_.barrier_us(s.ranks), {0}};
     }
-    Prediction best{0, 0};
+    ParoCcPrediction best{0, {0}};
     for (double k = 1; k <= 1024 && N / k >= 4 * m; k *= 2) {
       stages(N / k, rs, ar, ag);
       const double t = rs + ar + ag + (k - 1) * std::max(rs + ag, ar) + m_.links().lane_us;
-      if (best.time_us == 0 || t < best.time_us) best = {t, static_cast<std::size_t>(std::ceil(N / k))};
+      if (best.time_us == 0 || t < best.time_us) best = {t, {static_cast<std::size_t>(std::ceil(N / k))}};
     }
     if (best.time_us == 0) {
       stages(N, rs, ar, ag);
-      best = {rs + ar + ag + m_.links().lane_us, static_cast<std::size_t>(N)};
+      best = {rs + ar + ag + m_.links().lane_us, {static_cast<std::size_t>(N)}};
     }
-    best.direct = all_direct;
+    best.params.direct = all_direct;
     return best;
   }
 
@@ -147,38 +165,38 @@ class ParoCcCost {
   // small messages cannot hide; one rail over every node pays one latency (simulated, 128 ranks in 2
   // pods of 8 nodes of 8, a NIC per rank: the all-gather of 64 KiB in 7.0 us against 11.2 with the pod
   // level) but sends every block to each node of the other pods.
-  Prediction paro(Collective c, double N, const CostShape& s, bool overlap) const {
-    const Prediction by_levels = paro_cut(c, N, s, overlap, s.lanes);
-    if (!overlap || !s.nodes_only) return by_levels;
-    Prediction by_nodes = paro_cut(c, N, *s.nodes_only, overlap, s.lanes);
+  ParoCcPrediction paro(Collective c, double N, const CostShape& s, bool overlap) const {
+    const ParoCcPrediction by_levels = paro_cut(c, N, s, overlap, s.lanes);
+    if (!overlap || !s.node_cut) return by_levels;
+    ParoCcPrediction by_nodes = paro_cut(c, N, *s.node_cut, overlap, s.lanes);
     if (measured_paro_cc(c, N, by_nodes) >= measured_paro_cc(c, N, by_levels)) return by_levels;
-    by_nodes.nodes_only = true;
+    by_nodes.params.nodes_only = true;
     return by_nodes;
   }
   // paro_cc's lanes run on threads or inline as `lanes` allows; where it allows both, whichever is
   // predicted faster, each with its measured correction: inline pays no lane start and no hand-over
   // between threads, which small calls cannot hide, but it has no pipeline.
-  Prediction paro_cut(Collective c, double N, const CostShape& s, bool overlap, LaneChoice lanes) const {
-    if (!s.hierarchical()) return {m_.flat_level(c, N, s.ranks, m_.flat_link(s)), 0};
+  ParoCcPrediction paro_cut(Collective c, double N, const CostShape& s, bool overlap, LaneChoice lanes) const {
+    if (!s.hierarchical()) return {m_.flat_level(c, N, s.ranks, m_.flat_link(s)), {0}};
     const double block = N / s.ranks;
     auto levels = [&](Overlap o, bool all_direct) {
       if (c == Collective::all_reduce) return all_reduce(s, N, o, all_direct);
       if (o == Overlap::none)
-        return Prediction{c == Collective::all_gather ? gather(s, 0, block, o) : scatter(s, 0, block, o), 0};
+        return ParoCcPrediction{c == Collective::all_gather ? gather(s, 0, block, o) : scatter(s, 0, block, o), {0}};
       return pipelined(c, s, block, o, all_direct);
     };
     if (!overlap) return levels(Overlap::none, false);
     if (lanes == LaneChoice::inline_only) return inline_lanes(c, s, block);
-    Prediction threaded = levels(Overlap::threads, false);
+    ParoCcPrediction threaded = levels(Overlap::threads, false);
     if (m_.direct_max_bytes() > 0)  // every level direct where that is faster (PARO_DIRECT_MAX=0: rings only)
-      if (const Prediction p = levels(Overlap::threads, true); p.time_us < threaded.time_us) threaded = p;
+      if (const ParoCcPrediction p = levels(Overlap::threads, true); p.time_us < threaded.time_us) threaded = p;
     if (lanes == LaneChoice::threads) return threaded;
-    const Prediction inline_prediction = inline_lanes(c, s, block);
+    const ParoCcPrediction inline_prediction = inline_lanes(c, s, block);
     return measured_paro_cc(c, N, inline_prediction) < measured_paro_cc(c, N, threaded) ? inline_prediction : threaded;
   }
   // paro_cc's schedules are compared as measured: a calibration corrects its two lanes apart.
-  double measured_paro_cc(Collective c, double N, const Prediction& p) const {
-    return p.time_us * m_.links().correction(c, Algorithm::paro_cc, N, p.lanes_inline);
+  double measured_paro_cc(Collective c, double N, const ParoCcPrediction& p) const {
+    return p.time_us * m_.links().correction(c, Algorithm::paro_cc, N, p.params.lanes_inline);
   }
 
   // paro_cc on the caller's thread: each level exchanges all its shards at once (together), or the rail
@@ -193,20 +211,20 @@ class ParoCcCost {
   // level directly where that is predicted faster (a ring's steady arrivals let my unit keep pace with
   // the rail, a direct window's come at once and the unit's work follows). PARO_DIRECT_MAX=0 (rings
   // only) rules out both together and every level direct.
-  Prediction inline_lanes(Collective c, const CostShape& s, double block) const {
+  ParoCcPrediction inline_lanes(Collective c, const CostShape& s, double block) const {
     auto one_at_a_time = [&](bool all_direct) {
       auto time = [&](Collective k) { return pipelined(k, s, block, Overlap::inline_lanes, all_direct).time_us; };
       return c == Collective::all_reduce ? time(Collective::reduce_scatter) + time(Collective::all_gather) : time(c);
     };
-    Prediction one{one_at_a_time(false), static_cast<std::size_t>(block * s.ranks), /*lanes_inline=*/true};
+    ParoCcPrediction one{one_at_a_time(false), {static_cast<std::size_t>(block * s.ranks), /*lanes_inline=*/true}};
     if (m_.direct_max_bytes() > 0) {
       if (const double t = one_at_a_time(true); t < one.time_us) {
         one.time_us = t;
-        one.direct = true;
+        one.params.direct = true;
       }
-      Prediction p = together_pieces(c, s, block);
+      ParoCcPrediction p = together_pieces(c, s, block);
       if (p.time_us <= one.time_us) {
-        p.lanes_inline = p.together = true;
+        p.params.lanes_inline = p.params.together = true;
         return p;
       }
     }
@@ -215,16 +233,16 @@ class ParoCcCost {
 
   // together with the number of pieces predicted fastest (a power of two, pieces of at least 4 KiB per
   // block), as a pipeline chunk of the full buffer; the all-reduce's reduce-scatter and all-gather alike.
-  Prediction together_pieces(Collective c, const CostShape& s, double block) const {
+  ParoCcPrediction together_pieces(Collective c, const CostShape& s, double block) const {
     auto time = [&](double pieces) {
       if (c != Collective::all_reduce) return together(c, s, block, pieces);
       return together(Collective::reduce_scatter, s, block, pieces) +
              together(Collective::all_gather, s, block, pieces);
     };
-    Prediction best{time(1), static_cast<std::size_t>(block * s.ranks)};
+    ParoCcPrediction best{time(1), {static_cast<std::size_t>(block * s.ranks)}};
     for (double pieces = 2; pieces <= 64 && block / pieces >= 4096; pieces *= 2)
       if (const double t = time(pieces); t < best.time_us)
-        best = {t, static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))};
+        best = {t, {static_cast<std::size_t>(std::ceil(block * s.ranks / pieces))}};
     return best;
   }
 
