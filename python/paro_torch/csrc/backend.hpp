@@ -208,8 +208,8 @@ class Backend : public c10d::Backend {
     std::optional<c10::Stream> stream;
     // A call's Options: its inputs_ready waits for what the caller's stream has been given so far (staging
     // copies included).
-    Options options() const {
-      Options o;
+    paro::Options options() const {  // paro's: inside the Backend, Options names c10d::Backend's
+      paro::Options o;
 #ifdef PARO_HAVE_CUDA
       if (stream) {
         c10::cuda::CUDAGuard guard(stream->device());
