@@ -259,12 +259,7 @@ TEST(PinnedPlans, ReproduceTheAutomaticRunBitwise) {
 
 TEST(PinnedPlans, BadPinsSayWhatIsAllowed) {
   auto error_of = [](const char* text) {
-    try {
-      paro::AlgorithmOverrides::parse(text);
-    } catch (const paro::UsageError& e) {
-      return e.message();
-    }
-    return std::string("(no error)");
+    return paro::testing::error_of([&] { paro::AlgorithmOverrides::parse(text); });
   };
   EXPECT_NE(error_of("allreduce:paro_cc(bogus=1)")
                 .find("unknown parameter 'bogus'; allowed: chunk, lanes, together, "

@@ -1,8 +1,8 @@
 #pragma once
-// The backends paro can run a rank on, listed once: each one's name, whether this build has it, what it is
-// for, and how a process joins a job on it. paro-bench's --backend, the launcher (launch.hpp), connect()
-// below and the PyTorch package read this list, so a name, an "allowed:" message or a "not built" message
-// is written here only.
+// The backends paro can run a rank on, listed once: each one's name, whether this build has it (and what to
+// do where it has not), and how a process joins a job on it. paro-bench's --backend, the launcher (launch.hpp),
+// connect() below and the PyTorch package read this list, so a name, an "allowed:" message or a "not built" message is
+// written here only.
 //
 //   paro::AnyCommunicator comm = paro::tools::connect("ucx");   // this process's rank, backend by name
 //
@@ -34,13 +34,12 @@
 
 namespace paro::tools {
 
-// Each descriptor: name; built (this build has it); why_not (what to do where it has not); use (what it is
-// for, for --help and docs); per_process (one rank per process, joined by connect(), or threads of one).
+// Each descriptor: name; built (this build has it); why_not (what to do where it has not); per_process (one
+// rank per process, joined by connect(), or threads of one).
 struct ThreadsBackend {
   static constexpr const char* name = "threads";
   static constexpr bool built = true;
   static constexpr const char* why_not = "";
-  static constexpr const char* use = "ranks as threads of one process: tests, emulated clusters, embedding";
   static constexpr bool per_process = false;
 };
 
@@ -56,7 +55,6 @@ struct MpiBackend {
   static constexpr bool built = false;
 #endif
   static constexpr const char* why_not = "built without MPI (configure with MPI installed)";
-  static constexpr const char* use = "host buffers, one rank per process under mpirun or srun --mpi=pmix";
   static constexpr bool per_process = true;
 };
 
@@ -73,9 +71,6 @@ struct UcxBackend {
   static constexpr bool built = false;
 #endif
   static constexpr const char* why_not = "built without UCX (configure with libucx-dev installed)";
-  static constexpr const char* use =
-      "host buffers, one rank per process under any launcher (paro-run, torchrun, "
-      "srun) through a store";
   static constexpr bool per_process = true;
 };
 
@@ -101,7 +96,6 @@ struct NcclBackend {
   static constexpr const char* why_not =
       "built without CUDA and NCCL (use the -cuda tools, or configure with the "
       "CUDA toolkit and NCCL)";
-  static constexpr const char* use = "CUDA buffers, one GPU per process (compiled; never run on a GPU)";
   static constexpr bool per_process = true;
 };
 
