@@ -22,7 +22,6 @@
 #include <thread>
 #include <vector>
 
-#include "paro/tools/collective_call.hpp"
 #include "paro/tools/over_ranks.hpp"
 #include "paro/tools/report.hpp"
 
@@ -79,12 +78,12 @@ int run(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& 
   for (std::size_t bytes : paro::tools::size_sweep(paro::env::parse_bytes(s.min_bytes, "-b"),
                                                    paro::env::parse_bytes(s.max_bytes, "-e"), s.factor, 4 * n)) {
     for (Algorithm algo : algos) {
-      const std::size_t count = coll == Collective::all_reduce ? bytes / 4 : bytes / 4 / static_cast<std::size_t>(n);
+      const std::size_t count = bytes / 4 / paro::algorithms::BuiltinCollectives::blocks(coll, n);
       const paro::BufferShape shape = paro::buffer_shape(coll, count, n, comm.rank());
       auto send = comm.transport().allocate(shape.in * 4), recv = comm.transport().allocate(shape.out * 4);
       const paro::Options o{algo, paro::Scope::global};
       auto blocking = [&] {
-        paro::call_collective(comm, coll, send.data(), recv.data(), count, paro::DataType::f32, paro::ReduceOp::sum, o);
+        comm.collective(coll, send.data(), recv.data(), count, paro::DataType::f32, paro::ReduceOp::sum, o);
       };
       for (int i = 0; i < s.warmup; ++i) blocking();
       // The compute time: given, or the collective's own time measured now (the same on every rank).
@@ -107,8 +106,8 @@ int run(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& 
         alone_us += elapsed_us(t0);
         comm.barrier();
         t0 = Clock::now();
-        paro::Request r = paro::start_collective(comm, coll, send.data(), recv.data(), count, paro::DataType::f32,
-                                                 paro::ReduceOp::sum, o);
+        paro::Request r =
+            comm.icollective(coll, send.data(), recv.data(), count, paro::DataType::f32, paro::ReduceOp::sum, o);
         compute_for(compute_us, spin);
         r.wait();
         overlapped_us += elapsed_us(t0);

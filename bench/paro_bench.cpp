@@ -44,7 +44,6 @@
 #include "paro/paro.hpp"
 #include "paro/testing/collective_check.hpp"
 #include "paro/tools/calibration.hpp"
-#include "paro/tools/collective_call.hpp"
 #include "paro/tools/launch.hpp"
 #include "paro/tools/over_ranks.hpp"
 #include "paro/tools/report.hpp"
@@ -116,9 +115,7 @@ std::vector<std::string> split_list(const std::string& s) {
 std::size_t min_bytes(const Settings& s) { return paro::env::parse_bytes(s.min_bytes, "-b"); }
 std::size_t max_bytes(const Settings& s) { return paro::env::parse_bytes(s.max_bytes, "-e"); }
 
-double bus_factor(Collective c, int n) {
-  return c == Collective::all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
-}
+using Collectives = paro::algorithms::BuiltinCollectives;
 
 // Everything one rank does; rank 0 prints. The same code runs on every backend.
 template <class Transport>
@@ -193,7 +190,7 @@ class Bench {
         const paro::BufferShape shape = shape_for(dt, bytes);
         auto send = t_.allocate(shape.in * paro::size_of(dt)), recv = t_.allocate(shape.out * paro::size_of(dt));
         auto once = [&] {
-          paro::call_collective(comm_, coll_, send.data(), recv.data(), count_for(dt, bytes), dt, op, {algo, scope_});
+          comm_.collective(coll_, send.data(), recv.data(), count_for(dt, bytes), dt, op, {algo, scope_});
         };
         once();  // warm-up: fresh buffers fault their pages in on first touch
         comm_.barrier();
@@ -237,7 +234,7 @@ class Bench {
         dtypes_.assign(std::begin(paro::all_data_types), std::end(paro::all_data_types));
       else
         dtypes_.push_back(paro::parse_data_type(d));
-    if (coll_ == Collective::all_gather) {
+    if (!Collectives::reduces(coll_)) {
       ops_ = {ReduceOp::sum};
       return;
     }
@@ -260,17 +257,15 @@ class Bench {
 
   // Sizes from -b to -e by factor -f, each rounded down to a whole number of elements per rank.
   std::vector<std::size_t> sizes(DataType dt) const {
-    const std::size_t unit =
-        paro::size_of(dt) * static_cast<std::size_t>(coll_ == Collective::all_reduce ? 1 : t_.size());
+    const std::size_t unit = paro::size_of(dt) * Collectives::blocks(coll_, t_.size());
     return paro::tools::size_sweep(min_bytes(s_), max_bytes(s_), s_.factor, unit);
   }
 
   std::size_t count_for(DataType dt, std::size_t bytes) const {
-    const std::size_t total = bytes / paro::size_of(dt);
-    return coll_ == Collective::all_reduce ? total : total / static_cast<std::size_t>(t_.size());
+    return bytes / paro::size_of(dt) / Collectives::blocks(coll_, t_.size());
   }
   paro::BufferShape shape_for(DataType dt, std::size_t bytes) const {
-    return paro::buffer_shape(coll_, count_for(dt, bytes), t_.size(), t_.rank());
+    return Collectives::shape(coll_, count_for(dt, bytes), t_.size(), t_.rank());
   }
 
   // Every rank's events at rank 0, as raw bytes over the global transport.
@@ -328,7 +323,7 @@ class Bench {
       char* in = in_place ? shared.data() + shape.send_at * esize : send.data();
       char* out = in_place ? shared.data() + shape.recv_at * esize : recv.data();
       if (in_place && fill) t_.upload(in, inputs.data(), inputs.size());
-      auto once = [&] { paro::call_collective(comm_, coll_, in, out, count, dt, op, {algo, scope_}); };
+      auto once = [&] { comm_.collective(coll_, in, out, count, dt, op, {algo, scope_}); };
       for (int i = 0; i < s_.warmup; ++i) once();
       comm_.barrier();
       start_together();
@@ -355,8 +350,7 @@ class Bench {
     std::vector<char> zeros(shape.in * paro::size_of(dt), 0);
     t_.upload(send.data(), zeros.data(), zeros.size());
     for (Algorithm algo : algos_)
-      paro::call_collective(comm_, coll_, send.data(), recv.data(), count_for(dt, bytes), dt, ops_.front(),
-                            {algo, scope_});
+      comm_.collective(coll_, send.data(), recv.data(), count_for(dt, bytes), dt, ops_.front(), {algo, scope_});
   }
 
   // 0 = out of place, 1 = in place.
@@ -386,7 +380,7 @@ class Bench {
   double algbw(const Row& row, int p) const {
     return row.time_us[p] > 0 ? static_cast<double>(row.bytes) / row.time_us[p] / 1e3 : 0;
   }
-  double busbw(const Row& row, int p) const { return algbw(row, p) * bus_factor(coll_, t_.size()); }
+  double busbw(const Row& row, int p) const { return algbw(row, p) * Collectives::bus_factor(coll_, t_.size()); }
 
   // Every algorithm's busbw over the reference's (native where measured, else the first), size by size.
   void print_ratios(const std::vector<std::vector<Row>>& rows) const {
@@ -402,7 +396,7 @@ class Bench {
     for (std::size_t i = 0; i < rows[ref].size(); ++i) {
       const Row& base = rows[ref][i];
       std::printf("  %10zu  %8s  %6s", base.bytes, paro::name_of(base.dt),
-                  coll_ == Collective::all_gather ? "none" : paro::name_of(base.op));
+                  !Collectives::reduces(coll_) ? "none" : paro::name_of(base.op));
       for (std::size_t a = 0; a < algos_.size(); ++a) {
         if (a == ref) continue;
         auto ratio = [&](int p) { return busbw(base, p) > 0 ? busbw(rows[a][i], p) / busbw(base, p) : 0.0; };
@@ -425,7 +419,7 @@ class Bench {
       const Row& row = rows[0][i];
       const double bound = comm_.lower_bound_us(coll_, row.bytes, scope_);
       std::printf("  %10zu  %8s  %6s  %10.1f  %9s", row.bytes, paro::name_of(row.dt),
-                  coll_ == Collective::all_gather ? "none" : paro::name_of(row.op), bound,
+                  !Collectives::reduces(coll_) ? "none" : paro::name_of(row.op), bound,
                   paro::name_of(comm_.resolve(coll_, row.bytes, Algorithm::automatic, scope_)));
       for (std::size_t a = 0; a < algos_.size(); ++a)
         std::printf("  %9.2f", bound > 0 ? rows[a][i].time_us[0] / bound : 0.0);
@@ -443,7 +437,7 @@ class Bench {
                         {"bytes", row.bytes},
                         {"count", row.count},
                         {"dtype", paro::name_of(row.dt)},
-                        {"op", coll_ == Collective::all_gather ? "none" : paro::name_of(row.op)},
+                        {"op", !Collectives::reduces(coll_) ? "none" : paro::name_of(row.op)},
                         {"inplace", in_place},
                         {"time_us", row.time_us[p]},
                         {"rounds_us", row.round_us[p]},
@@ -484,7 +478,7 @@ class Bench {
 
   void print_row(const Row& row) const {
     std::printf("  %10zu  %12zu  %8s  %6s  %6d", row.bytes, row.count, paro::name_of(row.dt),
-                coll_ == Collective::all_gather ? "none" : paro::name_of(row.op), -1);
+                !Collectives::reduces(coll_) ? "none" : paro::name_of(row.op), -1);
     for (int p = 0; p < 2; ++p)
       std::printf("  %7s  %6.2f  %6.2f  %6zu", format_time(row.time_us[p]).c_str(), algbw(row, p), busbw(row, p),
                   row.wrong[p]);
@@ -508,9 +502,9 @@ std::vector<Collective> collectives(const std::string& list) {
   std::vector<Collective> out;
   for (const auto& c : split_list(list))
     if (c == "all")
-      out.insert(out.end(), {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter});
+      out.insert(out.end(), std::begin(Collectives::ids), std::end(Collectives::ids));
     else if (c != compressed_name)
-      out.push_back(paro::parse_collective(c));
+      out.push_back(Collectives::parse(c));
   return out;
 }
 
@@ -754,9 +748,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"host", "cuda"}));
 #endif
-  app.add_option(
-         "--coll", s.coll,
-         "all_reduce, all_gather, reduce_scatter, compressed_all_reduce, comma-separated, or all (the first three)")
+  app.add_option("--coll", s.coll,
+                 "collectives, comma-separated (" + Collectives::names() + ", " + compressed_name +
+                     "), or all (every one but " + compressed_name + ")")
       ->capture_default_str();
   app.add_option("--algo", s.algos,
                  "algorithms, comma-separated (" + paro::algorithms::BuiltinAlgorithms::names() + "), or all")

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "paro/testing/transport_check.hpp"
-#include "paro/tools/collective_call.hpp"
 #include "paro/transport/checksum.hpp"
 #include "paro/transport/faults.hpp"
 #include "threads_harness.hpp"
@@ -63,7 +62,7 @@ bool run_and_check(Comm& comm, Collective c, Algorithm a) {
   const auto shape = paro::buffer_shape(c, count, comm.size(), comm.rank());
   std::vector<std::int32_t> in(shape.in), out(shape.out, -1);
   for (std::size_t j = 0; j < in.size(); ++j) in[j] = input(comm.rank(), shape.first_input + j);
-  paro::call_collective(comm, c, in.data(), out.data(), count, paro::DataType::i32, paro::ReduceOp::sum, {a});
+  comm.collective(c, in.data(), out.data(), count, paro::DataType::i32, paro::ReduceOp::sum, {a});
   for (std::size_t i = 0; i < out.size(); ++i)
     if (out[i] != expected(c, comm.rank(), i)) return false;
   return true;

@@ -18,7 +18,6 @@
 
 #include "paro/testing/collective_check.hpp"
 #include "paro/tools/calibration.hpp"
-#include "paro/tools/collective_call.hpp"
 #include "paro/tools/launch.hpp"
 #include "threads_harness.hpp"
 
@@ -229,8 +228,7 @@ TEST(PinnedPlans, ReproduceTheAutomaticRunBitwise) {
       std::vector<float> in(shape.in);
       Run mine{comm.pin(coll, shape.full * sizeof(float)), std::vector<float>(shape.out)};
       for (std::size_t i = 0; i < in.size(); ++i) in[i] = 1e3f * std::sin(1.7f * static_cast<float>(i) + comm.rank());
-      paro::call_collective(comm, coll, in.data(), mine.out.data(), count, paro::DataType::f32, paro::ReduceOp::sum,
-                            {});
+      comm.collective(coll, in.data(), mine.out.data(), count, paro::DataType::f32, paro::ReduceOp::sum, {});
       return mine;
     });
   };

@@ -1,6 +1,6 @@
 #pragma once
-// What an algorithm is to the rest of paro: the collectives, an algorithm's identity and family, and the
-// call its schedules receive. Each algorithm is described once, by a descriptor in its own file, and
+// What an algorithm is to the rest of paro: the collectives' and an algorithm's identities, its family,
+// and the call its schedules receive. Each algorithm is described once, by a descriptor in its own file, and
 // registered once, in registry.hpp, which also gives the names, the parsing of PARO_ALGO and the choice.
 
 #include <cctype>
@@ -14,23 +14,13 @@
 
 namespace paro {
 
-enum class Collective { all_gather, reduce_scatter, all_reduce };
-
-inline constexpr Collective all_collectives[] = {Collective::all_gather, Collective::reduce_scatter,
-                                                 Collective::all_reduce};
+// The built-in collectives' identities, each described in collective.hpp. The set is open: a collective
+// described outside paro takes an unused value, e.g. Collective{100}.
+enum class Collective : int { all_gather = 0, reduce_scatter, all_reduce };
 
 // The built-in algorithms' identities. The set is open: an algorithm registered outside paro (see
 // registry.hpp) takes an unused value, e.g. Algorithm{100}.
 enum class Algorithm : int { automatic = 0, ring, tree, native, mics_hcs, paro_seq, paro_cc };
-
-inline const char* name_of(Collective c) {
-  switch (c) {
-    case Collective::all_gather: return "all_gather";
-    case Collective::reduce_scatter: return "reduce_scatter";
-    case Collective::all_reduce: return "all_reduce";
-  }
-  return "invalid";
-}
 
 namespace detail {
 
@@ -48,14 +38,6 @@ inline std::string_view trim(std::string_view s) {
 }
 
 }  // namespace detail
-
-inline Collective parse_collective(std::string_view s) {
-  const std::string key = detail::lowercase_without_underscores(detail::trim(s));
-  if (key == "allgather") return Collective::all_gather;
-  if (key == "reducescatter") return Collective::reduce_scatter;
-  if (key == "allreduce") return Collective::all_reduce;
-  throw UsageError(detail::concat("unknown collective '", s, "'; allowed: all_gather reduce_scatter all_reduce"));
-}
 
 namespace algorithms {
 

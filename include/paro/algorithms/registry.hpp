@@ -9,9 +9,11 @@
 //   static Predicted<Params> predict(const CostModel&, Collective, double full_bytes, const CostShape&)
 //                                             the cost formula, from CostModel's terms (cost/cost_model.hpp),
 //                                             and how the call would run
-//   template <class Ctx> static void all_reduce(Ctx&, const Call&)      the schedules, those it implements;
-//   template <class Ctx> static void all_gather(Ctx&, const Call&)      a collective without one is rejected
-//   template <class Ctx> static void reduce_scatter(Ctx&, const Call&)  with the list of those that have it
+//   template <class Ctx> static void all_reduce(Ctx&, const Call&)      the schedules, those it implements,
+//   template <class Ctx> static void all_gather(Ctx&, const Call&)      each named by its collective's
+//   template <class Ctx> static void reduce_scatter(Ctx&, const Call&)  descriptor (collective.hpp); a
+//                                                                      collective without one is rejected
+//                                                                      with the list of those that have it
 // and, for an algorithm with per-call choices (a plan is a value: PARO_ALGO pins it, --explain prints it):
 //   using Params = ...;                                   the choices; equality-comparable
 //   static void print(std::ostream&, const Params&)       "key=value,key=value", as PARO_ALGO takes them
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/collective.hpp"
 #include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/mics_hcs.hpp"
 #include "paro/algorithms/native.hpp"
@@ -49,22 +52,6 @@
 namespace paro::algorithms {
 
 namespace registry_detail {
-
-// A stand-in for the Communicator's context: only used to ask whether a descriptor has a schedule.
-struct ProbeContext;
-
-template <class D, class = void>
-struct has_all_reduce : std::false_type {};
-template <class D>
-struct has_all_reduce<D, std::void_t<decltype(&D::template all_reduce<ProbeContext>)>> : std::true_type {};
-template <class D, class = void>
-struct has_all_gather : std::false_type {};
-template <class D>
-struct has_all_gather<D, std::void_t<decltype(&D::template all_gather<ProbeContext>)>> : std::true_type {};
-template <class D, class = void>
-struct has_reduce_scatter : std::false_type {};
-template <class D>
-struct has_reduce_scatter<D, std::void_t<decltype(&D::template reduce_scatter<ProbeContext>)>> : std::true_type {};
 
 template <class D, class = void>
 struct params_of {
@@ -89,24 +76,18 @@ struct unique_variant<std::variant<Known...>, Next, More...> {
 
 }  // namespace registry_detail
 
-// Does descriptor D have a schedule for c?
-template <class D>
-constexpr bool implements(Collective c) {
-  switch (c) {
-    case Collective::all_reduce: return registry_detail::has_all_reduce<D>::value;
-    case Collective::all_gather: return registry_detail::has_all_gather<D>::value;
-    case Collective::reduce_scatter: return registry_detail::has_reduce_scatter<D>::value;
-  }
-  return false;
-}
-
-template <class... Descriptors>
-struct AlgorithmList {
+// Collectives: the collectives these algorithms run (collective.hpp's CollectiveList).
+template <class CollectiveListT, class... Descriptors>
+struct BasicAlgorithmList {
   static_assert(sizeof...(Descriptors) > 0, "an AlgorithmList needs at least one descriptor");
+  using Collectives = CollectiveListT;
 
   // This list with more descriptors (an algorithm of a program's own).
   template <class... More>
-  using with = AlgorithmList<Descriptors..., More...>;
+  using with = BasicAlgorithmList<Collectives, Descriptors..., More...>;
+  // This list running more collectives (a collective of a program's own, with algorithms that run it).
+  template <class... More>
+  using with_collectives = BasicAlgorithmList<typename Collectives::template with<More...>, Descriptors...>;
 
   static constexpr std::array<Algorithm, sizeof...(Descriptors)> ids = {Descriptors::id...};
 
@@ -154,9 +135,10 @@ struct AlgorithmList {
     return out;
   }
 
+  // Does a have a schedule for c?
   static bool implements(Algorithm a, Collective c) {
     bool yes = false;
-    visit(a, [&](auto d) { yes = algorithms::implements<decltype(d)>(c); });
+    visit(a, [&](auto d) { yes = Collectives::template implements<decltype(d)>(c); });
     return yes;
   }
 
@@ -194,7 +176,8 @@ struct AlgorithmList {
       const auto own = decltype(d)::predict(m, c, static_cast<double>(full_bytes), s);
       p = {own.time_us, own.params};
     });
-    if (p.time_us > 0) p.time_us = std::max(p.time_us, m.bound_on_own_links(c, full_bytes, s));  // 0: not modelled
+    if (p.time_us > 0)
+      p.time_us = std::max(p.time_us, m.bound_on_own_links(Collectives::traffic(c), full_bytes, s));  // 0: not modelled
     return p;
   }
 
@@ -232,7 +215,7 @@ struct AlgorithmList {
   // "all_reduce:paro_cc(chunk=1M,...)": the PARO_ALGO entry that pins c to a with plan p.
   static std::string pin(Collective c, Algorithm a, const Params& p) {
     const std::string choices = print(a, p);
-    return paro::detail::concat(paro::name_of(c), ":", name_of(a), choices.empty() ? "" : "(" + choices + ")");
+    return paro::detail::concat(Collectives::name_of(c), ":", name_of(a), choices.empty() ? "" : "(" + choices + ")");
   }
 
   // Applies pins ("key=value" each) to a plan of a; UsageError naming the key and what a takes.
@@ -284,14 +267,14 @@ struct AlgorithmList {
     Decision d;
     auto consider = [&](auto descriptor) {
       using D = decltype(descriptor);
-      if (D::family == Family::native || !algorithms::implements<D>(c)) return;
+      if (D::family == Family::native || !Collectives::template implements<D>(c)) return;
       if (D::family == Family::hierarchical && !s.hierarchical()) return;
       const Prediction p = predict(m, D::id, c, full_bytes, s);
       d.candidates[d.count++] = {
           D::id, p, m.links().correction(c, D::id, static_cast<double>(full_bytes), inline_lanes(p.params))};
     };
     (consider(Descriptors{}), ...);
-    paro::detail::require(d.count > 0, paro::name_of(c), ": no registered algorithm implements it");
+    paro::detail::require(d.count > 0, Collectives::name_of(c), ": no registered algorithm implements it");
     auto& cs = d.candidates;
     for (std::size_t i = 1; i < d.count; ++i)
       if (cs[i].prediction.time_us < cs[d.fastest].prediction.time_us) d.fastest = i;
@@ -331,6 +314,9 @@ struct AlgorithmList {
   }
 };
 
+template <class... Descriptors>
+using AlgorithmList = BasicAlgorithmList<BuiltinCollectives, Descriptors...>;
+
 // Every algorithm paro ships, in the order tables list them.
 using BuiltinAlgorithms = AlgorithmList<Ring, Tree, MicsHcs, ParoSeq, ParoCC, Native>;
 
@@ -357,8 +343,6 @@ class AlgorithmOverrides {
  public:
   using Pins = std::vector<std::pair<std::string, std::string>>;  // (key, value) in the order written
 
-  AlgorithmOverrides() { forced_.fill(Algorithm::automatic); }
-
   template <class Registry = algorithms::BuiltinAlgorithms>
   static AlgorithmOverrides parse(std::string_view text) {
     AlgorithmOverrides o;
@@ -374,12 +358,10 @@ class AlgorithmOverrides {
         typename Registry::Params checked = Registry::params_of(a);
         Registry::apply(a, checked, pins);
         if (colon == std::string_view::npos) {
-          o.forced_.fill(a);
-          o.pins_.fill(pins);
+          o.all_ = {a, pins};
+          o.per_collective_.clear();
         } else {
-          const std::size_t c = index(parse_collective(entry.substr(0, colon)));
-          o.forced_[c] = a;
-          o.pins_[c] = pins;
+          o.set(Registry::Collectives::parse(entry.substr(0, colon)), {a, pins});
         }
       }
     } catch (const Error& e) {
@@ -390,13 +372,30 @@ class AlgorithmOverrides {
     return o;
   }
 
-  Algorithm operator[](Collective c) const { return forced_[index(c)]; }
-  const Pins& pins(Collective c) const { return pins_[index(c)]; }
+  Algorithm operator[](Collective c) const { return entry(c).algorithm; }
+  const Pins& pins(Collective c) const { return entry(c).pins; }
 
  private:
-  std::array<Algorithm, 3> forced_{};
-  std::array<Pins, 3> pins_{};
-  static std::size_t index(Collective c) { return static_cast<std::size_t>(c); }
+  struct Entry {
+    Algorithm algorithm = Algorithm::automatic;
+    Pins pins;
+  };
+  Entry all_;                                                 // an entry without a collective
+  std::vector<std::pair<Collective, Entry>> per_collective_;  // those with one, written after it
+
+  const Entry& entry(Collective c) const {
+    for (const auto& [k, e] : per_collective_)
+      if (k == c) return e;
+    return all_;
+  }
+  void set(Collective c, Entry e) {
+    for (auto& [k, old] : per_collective_)
+      if (k == c) {
+        old = std::move(e);
+        return;
+      }
+    per_collective_.emplace_back(c, std::move(e));
+  }
 
   // The entries between ';' or ',' outside parentheses.
   static std::vector<std::string_view> entries(std::string_view text) {

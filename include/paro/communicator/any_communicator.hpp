@@ -23,7 +23,7 @@
 #include "paro/communicator/options.hpp"
 #include "paro/communicator/progress.hpp"
 #include "paro/communicator/scopes.hpp"
-#include "paro/communicator/typed_verbs.hpp"
+#include "paro/communicator/verbs.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
 #include "paro/topology/grouping.hpp"
@@ -56,8 +56,8 @@ class AnyTransport {
   virtual void download(void* host, const void* src, std::size_t bytes) = 0;
 };
 
-class AnyCommunicator : public TypedVerbs<AnyCommunicator> {
-  using Typed = TypedVerbs<AnyCommunicator>;
+class AnyCommunicator : public Verbs<AnyCommunicator> {
+  using Named = Verbs<AnyCommunicator>;
 
  public:
   // Builds a Communicator<Transport> over t (collective, as that constructor).
@@ -73,7 +73,9 @@ class AnyCommunicator : public TypedVerbs<AnyCommunicator> {
   const GroupSpec& grouping() const { return impl_->grouping(); }
   const Tuning& tuning() const { return impl_->tuning(); }
   AnyTransport& transport(Scope s = Scope::global) { return impl_->transport(s); }
+  using Collectives = algorithms::BuiltinCollectives;
   static const char* name_of(Algorithm a) { return paro::name_of(a); }
+  static const char* name_of(Collective c) { return paro::name_of(c); }
 
   // As Communicator's verbs.
   void barrier(Scope s = Scope::global) { impl_->barrier(s); }
@@ -88,38 +90,22 @@ class AnyCommunicator : public TypedVerbs<AnyCommunicator> {
   double lower_bound_us(Collective c, std::size_t full_bytes, Scope s = Scope::global) const {
     return impl_->lower_bound_us(c, full_bytes, s);
   }
-  void all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    impl_->all_reduce(send, recv, count, dt, op, std::move(o));
+  void collective(Collective c, const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                  Options o = {}) {
+    impl_->collective(c, send, recv, count, dt, op, std::move(o));
   }
-  void all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
-    impl_->all_gather(send, recv, count, dt, std::move(o));
-  }
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    impl_->reduce_scatter(send, recv, count, dt, op, std::move(o));
+  Request icollective(Collective c, const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                      Options o = {}) {
+    return impl_->icollective(c, send, recv, count, dt, op, std::move(o));
   }
   void broadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
     impl_->broadcast(buf, count, dt, root, std::move(o));
   }
-  Request iall_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    return impl_->iall_reduce(send, recv, count, dt, op, std::move(o));
-  }
-  Request iall_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
-    return impl_->iall_gather(send, recv, count, dt, std::move(o));
-  }
-  Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    return impl_->ireduce_scatter(send, recv, count, dt, op, std::move(o));
-  }
   Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
     return impl_->ibroadcast(buf, count, dt, root, std::move(o));
   }
-  using Typed::all_gather;
-  using Typed::all_reduce;
-  using Typed::broadcast;
-  using Typed::iall_gather;
-  using Typed::iall_reduce;
-  using Typed::ibroadcast;
-  using Typed::ireduce_scatter;
-  using Typed::reduce_scatter;
+  using Named::broadcast;
+  using Named::ibroadcast;
 
  private:
   struct Interface {
@@ -137,16 +123,11 @@ class AnyCommunicator : public TypedVerbs<AnyCommunicator> {
     virtual Algorithm resolve(Collective c, std::size_t full_bytes, Algorithm requested, Scope scope) const = 0;
     virtual double predict_us(Algorithm a, Collective c, std::size_t full_bytes, Scope s) const = 0;
     virtual double lower_bound_us(Collective c, std::size_t full_bytes, Scope s) const = 0;
-    virtual void all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) = 0;
-    virtual void all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o) = 0;
-    virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+    virtual void collective(Collective c, const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                            Options o) = 0;
+    virtual Request icollective(Collective c, const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
                                 Options o) = 0;
     virtual void broadcast(void* buf, std::size_t count, DataType dt, int root, Options o) = 0;
-    virtual Request iall_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
-                                Options o) = 0;
-    virtual Request iall_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o) = 0;
-    virtual Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
-                                    Options o) = 0;
     virtual Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o) = 0;
   };
 
@@ -194,27 +175,16 @@ class AnyCommunicator : public TypedVerbs<AnyCommunicator> {
     double lower_bound_us(Collective c, std::size_t full_bytes, Scope s) const override {
       return comm_.lower_bound_us(c, full_bytes, s);
     }
-    void all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) override {
-      comm_.all_reduce(send, recv, count, dt, op, std::move(o));
+    void collective(Collective c, const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                    Options o) override {
+      comm_.collective(c, send, recv, count, dt, op, std::move(o));
     }
-    void all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o) override {
-      comm_.all_gather(send, recv, count, dt, std::move(o));
-    }
-    void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) override {
-      comm_.reduce_scatter(send, recv, count, dt, op, std::move(o));
+    Request icollective(Collective c, const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                        Options o) override {
+      return comm_.icollective(c, send, recv, count, dt, op, std::move(o));
     }
     void broadcast(void* buf, std::size_t count, DataType dt, int root, Options o) override {
       comm_.broadcast(buf, count, dt, root, std::move(o));
-    }
-    Request iall_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) override {
-      return comm_.iall_reduce(send, recv, count, dt, op, std::move(o));
-    }
-    Request iall_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o) override {
-      return comm_.iall_gather(send, recv, count, dt, std::move(o));
-    }
-    Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
-                            Options o) override {
-      return comm_.ireduce_scatter(send, recv, count, dt, op, std::move(o));
     }
     Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o) override {
       return comm_.ibroadcast(buf, count, dt, root, std::move(o));

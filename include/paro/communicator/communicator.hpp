@@ -34,6 +34,7 @@
 
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/broadcast.hpp"
+#include "paro/algorithms/collective.hpp"
 #include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/cost/link_sources.hpp"
 #include "paro/algorithms/hierarchy.hpp"
@@ -47,8 +48,8 @@
 #include "paro/communicator/scopes.hpp"
 #include "paro/communicator/signature.hpp"
 #include "paro/communicator/tuning.hpp"
-#include "paro/communicator/typed_verbs.hpp"
 #include "paro/communicator/validation.hpp"
+#include "paro/communicator/verbs.hpp"
 #include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/error.hpp"
@@ -61,17 +62,20 @@
 
 namespace paro {
 
-// Registry: the algorithms this communicator can run (algorithms/registry.hpp); a program adds its own
-// with BuiltinAlgorithms::with<...>.
+// Registry: the algorithms this communicator can run and the collectives they run (algorithms/registry.hpp,
+// algorithms/collective.hpp); a program adds its own with BuiltinAlgorithms::with<...> and
+// ::with_collectives<...>.
 template <class Transport, class Registry = algorithms::BuiltinAlgorithms>
-class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
+class Communicator : public Verbs<Communicator<Transport, Registry>> {
   static_assert(check_transport<Transport>(),
                 "paro::Communicator<T>: T does not model the Transport concept (see paro/transport/transport.hpp)");
-  using Typed = TypedVerbs<Communicator>;
+  using Named = Verbs<Communicator>;
   using Planned = Planner<Registry, Transport>;
   using Plan = typename Planned::Plan;
 
  public:
+  using Collectives = typename Registry::Collectives;
+
   // Collective: discovers the topology (unless config gives it), forms the groups and splits off the
   // intra-group, rail and per-level communicators. Throws UsageError for a configuration that does not fit
   // the transport (and whatever discovery raises).
@@ -120,8 +124,9 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
   // backend that has its own collectives.
   static bool available(Algorithm a, Collective c) { return Planned::available(a, c); }
 
-  // The name of an algorithm of this communicator's registry.
+  // The name of an algorithm or a collective of this communicator's registry.
   static const char* name_of(Algorithm a) { return Planned::name_of(a); }
+  static const char* name_of(Collective c) { return Collectives::name_of(c); }
 
   // The algorithm a verb would run: an explicit request, else PARO_ALGO, else the automatic choice.
   Algorithm resolve(Collective c, std::size_t full_bytes, Algorithm requested = Algorithm::automatic,
@@ -153,31 +158,21 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
     return Registry::predict(cost_, a, c, full_bytes, shape(s)).time_us;
   }
   double lower_bound_us(Collective c, std::size_t full_bytes, Scope s = Scope::global) const {
-    return cost_.lower_bound(c, full_bytes, shape(s));
+    return cost_.lower_bound(Collectives::traffic(c), full_bytes, shape(s));
   }
 
-  // recv = send reduced over the scope's ranks, element by element (count elements each; in place when
-  // send == recv). Errors: UsageError for bad arguments or an algorithm this backend or collective does not
-  // have; TimeoutError / PeerFailure / BackendError when the communication fails.
-  void all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    run_now(prepare_all_reduce(send, recv, count, dt, op, o));
-  }
-
-  // recv = every rank's send (count elements each) in rank order; in place when send == recv + rank*count.
-  // Errors as all_reduce.
-  void all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
-    run_now(prepare_all_gather(send, recv, count, dt, o));
-  }
-
-  // recv = block rank() of send (size()*count elements) reduced over the scope's ranks; in place when
-  // recv == send + rank*count. Errors as all_reduce.
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    run_now(prepare_reduce_scatter(send, recv, count, dt, op, o));
+  // Any collective of the registry's list by value, with its descriptor's buffers (algorithms/collective.hpp);
+  // all_reduce, all_gather and reduce_scatter (verbs.hpp) are this for theirs. op is unused by a collective
+  // that does not reduce. Errors: UsageError for bad arguments or an algorithm this backend or collective
+  // does not have; TimeoutError / PeerFailure / BackendError when the communication fails.
+  void collective(Collective c, const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                  Options o = {}) {
+    run_now(prepare(c, send, recv, count, dt, op, std::move(o)));
   }
 
   // buf (count elements) on every rank of the scope becomes root's buf; root is a rank of the scope. One
   // schedule, chosen by size (algorithms/broadcast.hpp): the algorithm must be automatic. Errors as
-  // all_reduce.
+  // collective().
   void broadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
     run_now(prepare_broadcast(buf, count, dt, root, o));
   }
@@ -186,14 +181,9 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
   // here); the collective runs on this communicator's progress thread after everything issued before it,
   // and the Request reports its completion and its error. The buffers belong to the collective until the
   // request completes. Every rank must issue the same collectives in the same order, blocking or not.
-  Request iall_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    return submit(prepare_all_reduce(send, recv, count, dt, op, o));
-  }
-  Request iall_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
-    return submit(prepare_all_gather(send, recv, count, dt, o));
-  }
-  Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
-    return submit(prepare_reduce_scatter(send, recv, count, dt, op, o));
+  Request icollective(Collective c, const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op,
+                      Options o = {}) {
+    return submit(prepare(c, send, recv, count, dt, op, std::move(o)));
   }
   Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
     return submit(prepare_broadcast(buf, count, dt, root, o));
@@ -203,15 +193,9 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
   // before driving transport() directly while nonblocking collectives may be in flight.
   void wait_all() { engine_.wait_all(); }
 
-  // The typed forms (typed_verbs.hpp): the data type follows from T.
-  using Typed::all_gather;
-  using Typed::all_reduce;
-  using Typed::broadcast;
-  using Typed::iall_gather;
-  using Typed::iall_reduce;
-  using Typed::ibroadcast;
-  using Typed::ireduce_scatter;
-  using Typed::reduce_scatter;
+  // The typed forms of broadcast (verbs.hpp: the data type follows from T).
+  using Named::broadcast;
+  using Named::ibroadcast;
 
  private:
   Transport t_;
@@ -233,18 +217,12 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
   friend Context;
 
   // The checks that need no communication, and the plan; the rest happens in execute().
-  Job prepare_all_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) {
-    scoped("all_reduce", o.scope);
-    return job(Collective::all_reduce, validation::all_reduce(send, recv, count, dt, op), std::move(o));
-  }
-  Job prepare_all_gather(const void* send, void* recv, std::size_t count, DataType dt, Options o) {
-    Transport& t = scoped("all_gather", o.scope);
-    return job(Collective::all_gather, validation::all_gather(t.rank(), t.size(), send, recv, count, dt), std::move(o));
-  }
-  Job prepare_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) {
-    Transport& t = scoped("reduce_scatter", o.scope);
-    return job(Collective::reduce_scatter, validation::reduce_scatter(t.rank(), t.size(), send, recv, count, dt, op),
-               std::move(o));
+  Job prepare(Collective c, const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o) {
+    Transport& t = scoped(Collectives::name_of(c), o.scope);
+    const validation::CheckedCall k = Collectives::validate(c, t.rank(), t.size(), send, recv, count, dt, op);
+    Job j{this, c, o.scope, plan(c, k.bytes, o.algorithm, o.scope), k.call, k.in_place, std::move(o.inputs_ready)};
+    log::info(rank(), j);
+    return j;
   }
 
   BroadcastJob prepare_broadcast(void* buf, std::size_t count, DataType dt, int root, Options o) {
@@ -259,12 +237,6 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
                     "; broadcast has one schedule (a binomial tree, a pipelined chain for large messages), so ",
                     "allowed: automatic");
     BroadcastJob j{this, o.scope, buf, count, dt, root, std::move(o.inputs_ready)};
-    log::info(rank(), j);
-    return j;
-  }
-
-  Job job(Collective c, const validation::CheckedCall& k, Options o) {
-    Job j{this, c, o.scope, plan(c, k.bytes, o.algorithm, o.scope), k.call, k.in_place, std::move(o.inputs_ready)};
     log::info(rank(), j);
     return j;
   }
@@ -288,12 +260,7 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
                     Registry::print(j.plan.algorithm, j.plan.params), call.count, call.dt,
                     static_cast<std::int64_t>(call.op));
     if (call.count == 0) return;
-    // Schedules other than the backend's own start from this rank's all-gather block in place
-    // (algorithm.hpp: Call).
-    if (j.collective == Collective::all_gather && Registry::family(j.plan.algorithm) != algorithms::Family::native) {
-      const std::size_t block = call.count * size_of(call.dt);
-      t.copy(static_cast<char*>(call.recv) + static_cast<std::size_t>(t.rank()) * block, call.send, block);
-    }
+    if (Registry::family(j.plan.algorithm) != algorithms::Family::native) Collectives::stage(j.collective, t, call);
     run(j.collective, j.plan, j.scope, call);
   }
 
@@ -314,14 +281,14 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
   void run(Collective c, const Plan& p, Scope s, const algorithms::Call& call) {
     Context x{*this, s, p};
     Registry::visit(p.algorithm, [&](auto d) {
-      using D = decltype(d);
-      if constexpr (algorithms::implements<D>(Collective::all_reduce))
-        if (c == Collective::all_reduce) D::all_reduce(x, call);
-      if constexpr (algorithms::implements<D>(Collective::all_gather))
-        if (c == Collective::all_gather) D::all_gather(x, call);
-      if constexpr (algorithms::implements<D>(Collective::reduce_scatter))
-        if (c == Collective::reduce_scatter) D::reduce_scatter(x, call);
+      Collectives::visit(c, [&](auto k) { run_schedule<decltype(k), decltype(d)>(x, call); });
     });
+  }
+  // Algorithm D's schedule for collective K, where it has one (the planner lets no other pair through). A
+  // function of its own: GCC 12 drops an `if constexpr` on both types inside the nested generic lambdas.
+  template <class K, class D>
+  static void run_schedule(Context& x, const algorithms::Call& call) {
+    if constexpr (algorithms::collective_detail::has_schedule<K, D>::value) K::template run<D>(x, call);
   }
 
   Plan plan(Collective c, std::size_t full_bytes, Algorithm requested, Scope scope) const {
@@ -332,7 +299,8 @@ class Communicator : public TypedVerbs<Communicator<Transport, Registry>> {
   void check_agreement(Transport& t, std::int64_t c, Scope s, Algorithm a, const std::string& plan, std::size_t count,
                        DataType dt, std::int64_t op) {
     if (tuning_.check_signatures)
-      check_call_agreement(t, tuning_, lane_choice(t), c, s, a, plan, count, dt, op, name_of);
+      check_call_agreement(t, tuning_, lane_choice(t), c, s, a, plan, count, dt, op,
+                           [](auto id) { return name_of(id); });
   }
 
   const Topology& checked(const Topology& topo) const {

@@ -31,9 +31,9 @@ struct CollectiveJob {
   void operator()() const { self->execute(*this); }
   // "all_reduce ring global count=... float sum in-place": for logs and errors, formatted only there.
   friend std::ostream& operator<<(std::ostream& out, const CollectiveJob& j) {
-    out << paro::name_of(j.collective) << " " << Comm::name_of(j.plan.algorithm) << " " << paro::name_of(j.scope)
+    out << Comm::name_of(j.collective) << " " << Comm::name_of(j.plan.algorithm) << " " << paro::name_of(j.scope)
         << " count=" << j.call.count << " " << paro::name_of(j.call.dt);
-    if (j.collective != Collective::all_gather) out << " " << paro::name_of(j.call.op);
+    if (Comm::Collectives::reduces(j.collective)) out << " " << paro::name_of(j.call.op);
     return out << (j.in_place ? " in-place" : "");
   }
   std::string describe() const { return detail::concat(*this); }

@@ -61,12 +61,17 @@ struct Planner {
       const auto best = Registry::best(cost, c, full_bytes, shape);
       p = {best.algorithm, best.prediction.params};
     } else {
-      detail::require(Registry::contains(p.algorithm), paro::name_of(c), ": algorithm ", static_cast<int>(p.algorithm),
-                      " is not registered; allowed: ", Registry::names());
-      detail::require(Registry::implements(p.algorithm, c), paro::name_of(c), ": algorithm ", name_of(p.algorithm),
-                      " has no ", paro::name_of(c), " schedule; allowed: ", allowed_for(c));
-      detail::require(on_this_backend(p.algorithm), paro::name_of(c), ": algorithm ", name_of(p.algorithm),
-                      " is not available on the ", Transport::name, " backend; allowed here: ", allowed_for(c));
+      // Each message built only on failure: every call with an explicit algorithm passes here.
+      const char* what = Registry::Collectives::name_of(c);
+      if (!Registry::contains(p.algorithm))
+        throw UsageError(detail::concat(what, ": algorithm ", static_cast<int>(p.algorithm),
+                                        " is not registered; allowed: ", Registry::names()));
+      if (!Registry::implements(p.algorithm, c))
+        throw UsageError(detail::concat(what, ": algorithm ", name_of(p.algorithm), " has no ", what,
+                                        " schedule; allowed: ", allowed_for(c)));
+      if (!on_this_backend(p.algorithm))
+        throw UsageError(detail::concat(what, ": algorithm ", name_of(p.algorithm), " is not available on the ",
+                                        Transport::name, " backend; allowed here: ", allowed_for(c)));
       // Only hierarchical schedules have choices to predict; flat ones skip the model on their (small-message)
       // path.
       p.params = Registry::family(p.algorithm) == algorithms::Family::hierarchical

@@ -30,7 +30,7 @@ inline std::int64_t plan_hash(const std::string& printed) {
 
 // c: a Collective, or broadcast_signature (then op is the root); plan: the call's plan as printed
 // (registry.hpp's print; empty for a broadcast); lanes: where the lanes of hierarchical algorithms may run on
-// t; name_of: the Communicator's algorithm names.
+// t; name_of: the Communicator's names of algorithms and collectives.
 template <class Transport, class NameOf>
 void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneChoice lanes, std::int64_t c, Scope s,
                           Algorithm a, const std::string& plan, std::size_t count, DataType dt, std::int64_t op,
@@ -57,15 +57,14 @@ void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneCh
                             " (PARO_RING_CHUNK=", v[F::ring_chunk], " PARO_RING_WINDOW=", v[F::ring_window], ")");
     // This rank's plan by its text; another's by its hash, which is all that travelled.
     const std::string planned = v[F::plan] == my_plan ? plan : detail::concat("#", v[F::plan]);
-    return detail::concat(paro::name_of(static_cast<Collective>(v[F::collective])),
-                          " scope=", paro::name_of(static_cast<Scope>(v[F::scope])),
-                          " algo=", name_of(static_cast<Algorithm>(v[F::algorithm])),
-                          planned.empty() ? "" : "(" + planned + ")", " count=", v[F::count], " ",
-                          paro::name_of(static_cast<DataType>(v[F::data_type])), " ",
-                          paro::name_of(static_cast<ReduceOp>(v[F::op])), " (PARO_RING_CHUNK=", v[F::ring_chunk],
-                          " PARO_RING_WINDOW=", v[F::ring_window],
-                          " lanes=", algorithms::name_of(static_cast<algorithms::LaneChoice>(v[F::lanes])),
-                          " PARO_DIRECT_MAX=", v[F::direct_max], ")");
+    return detail::concat(
+        name_of(static_cast<Collective>(v[F::collective])), " scope=", paro::name_of(static_cast<Scope>(v[F::scope])),
+        " algo=", name_of(static_cast<Algorithm>(v[F::algorithm])), planned.empty() ? "" : "(" + planned + ")",
+        " count=", v[F::count], " ", paro::name_of(static_cast<DataType>(v[F::data_type])), " ",
+        paro::name_of(static_cast<ReduceOp>(v[F::op])), " (PARO_RING_CHUNK=", v[F::ring_chunk],
+        " PARO_RING_WINDOW=", v[F::ring_window],
+        " lanes=", algorithms::name_of(static_cast<algorithms::LaneChoice>(v[F::lanes])),
+        " PARO_DIRECT_MAX=", v[F::direct_max], ")");
   });
 }
 

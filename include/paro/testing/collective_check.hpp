@@ -14,7 +14,6 @@
 
 #include "paro/communicator/communicator.hpp"
 #include "paro/core/env.hpp"
-#include "paro/tools/collective_call.hpp"
 
 namespace paro::testing {
 
@@ -28,9 +27,10 @@ struct Case {
   Scope scope = Scope::global;
 };
 
-inline std::string describe(const Case& c, int ranks) {
-  return detail::concat(name_of(c.coll), " algo=", name_of(c.algo), " scope=", name_of(c.scope), " ranks=", ranks, " ",
-                        name_of(c.dt), " ", name_of(c.op), " count=", c.count,
+template <class Collectives = algorithms::BuiltinCollectives>
+std::string describe(const Case& c, int ranks) {
+  return detail::concat(Collectives::name_of(c.coll), " algo=", name_of(c.algo), " scope=", name_of(c.scope),
+                        " ranks=", ranks, " ", name_of(c.dt), " ", name_of(c.op), " count=", c.count,
                         c.in_place ? " in-place" : " out-of-place");
 }
 
@@ -47,9 +47,10 @@ inline std::int64_t input_value(DataType dt, ReduceOp op, int r, std::size_t i) 
   return (ri * 5 + ii * 3 + 1) % 8 - (is_signed(dt) ? 3 : 0);
 }
 
-inline std::int64_t expected_reduction(DataType dt, ReduceOp op, int ranks, std::size_t i) {
-  std::int64_t acc = input_value(dt, op, 0, i);
-  for (int r = 1; r < ranks; ++r) {
+// Input element i reduced over the ranks first .. last, exactly.
+inline std::int64_t expected_reduction(DataType dt, ReduceOp op, int first, int last, std::size_t i) {
+  std::int64_t acc = input_value(dt, op, first, i);
+  for (int r = first + 1; r <= last; ++r) {
     const std::int64_t v = input_value(dt, op, r, i);
     switch (op) {
       case ReduceOp::sum:
@@ -106,9 +107,10 @@ struct CheckResult {
 };
 
 // One rank's buffers for a case, in the transport's memory space (device memory on a CUDA backend), filled
-// with the case's inputs; verify() reads them back and compares every element with the exact result.
-// Ranks are numbered within the case's scope.
-template <class Transport>
+// with the case's inputs; verify() reads them back and compares every element with the exact result, which
+// the collective's descriptor says how to compute (algorithms/collective.hpp: shape and source). Ranks are
+// numbered within the case's scope.
+template <class Transport, class Collectives = algorithms::BuiltinCollectives>
 class StagedCase {
  public:
   StagedCase(Transport& t, const Case& c)
@@ -116,7 +118,7 @@ class StagedCase {
         c_(c),
         n_(t.size()),
         r_(t.rank()),
-        shape_(buffer_shape(c.coll, c.count, n_, r_)),
+        shape_(Collectives::shape(c.coll, c.count, n_, r_)),
         esize_(size_of(c.dt)),
         send_buffer_(t.allocate(c.in_place ? 0 : shape_.in * esize_)),
         recv_buffer_(t.allocate(c.in_place ? 0 : shape_.out * esize_)),
@@ -142,7 +144,6 @@ class StagedCase {
   CheckResult verify() {
     return visit_data_type(c_.dt, [&](auto tag) -> CheckResult {
       using T = decltype(tag);
-      const std::size_t block = c_.count;
       std::vector<T> output(shape_.out), input(c_.in_place ? 0 : shape_.in);
       t_.download(output.data(), recv(), shape_.out * esize_);
       if (!c_.in_place) t_.download(input.data(), send(), shape_.in * esize_);
@@ -155,20 +156,17 @@ class StagedCase {
                                    static_cast<double>(static_cast<float>(want)), "]");
       };
       for (std::size_t i = 0; i < shape_.out; ++i) {
-        T want;
-        if (c_.coll == Collective::all_gather) {
-          want = element<T>(input_value(c_.dt, c_.op, static_cast<int>(i / block), i));
-        } else {
-          const std::size_t global_i =
-              c_.coll == Collective::reduce_scatter ? static_cast<std::size_t>(r_) * block + i : i;
-          want = as_element<T>(expected_reduction(c_.dt, c_.op, n_, global_i), c_.op, n_);
-        }
+        const algorithms::Source from = Collectives::source(c_.coll, i, c_.count, r_, n_);
+        const T want = from.first == from.last
+                           ? element<T>(input_value(c_.dt, c_.op, from.first, from.index))
+                           : as_element<T>(expected_reduction(c_.dt, c_.op, from.first, from.last, from.index), c_.op,
+                                           from.last - from.first + 1);
         check("recv", i, output[i], want);
       }
       for (std::size_t i = 0; i < input.size(); ++i)  // out of place, the input must be left as it was
         check("send", i, input[i], element<T>(input_value(c_.dt, c_.op, r_, shape_.first_input + i)));
       if (wrong == 0) return {};
-      return {wrong, detail::concat("rank ", r_, ": ", describe(c_, n_), ": ", wrong, " wrong", report)};
+      return {wrong, detail::concat("rank ", r_, ": ", describe<Collectives>(c_, n_), ": ", wrong, " wrong", report)};
     });
   }
 
@@ -185,8 +183,9 @@ class StagedCase {
 // Runs one case on this rank and checks this rank's buffers.
 template <class Comm>
 CheckResult check_case(Comm& comm, const Case& c) {
-  StagedCase<std::remove_reference_t<decltype(comm.transport(c.scope))>> staged(comm.transport(c.scope), c);
-  call_collective(comm, c.coll, staged.send(), staged.recv(), c.count, c.dt, c.op, Options{c.algo, c.scope});
+  StagedCase<std::remove_reference_t<decltype(comm.transport(c.scope))>, typename Comm::Collectives> staged(
+      comm.transport(c.scope), c);
+  comm.collective(c.coll, staged.send(), staged.recv(), c.count, c.dt, c.op, Options{c.algo, c.scope});
   return staged.verify();
 }
 
@@ -270,8 +269,8 @@ std::vector<std::string> broadcast_matrix(Comm& comm, const std::vector<std::siz
   return failures;
 }
 
-// The standard matrix on one communicator: every data type x op (all_gather: op unused), the given
-// counts, in place and out of place. Returns the failure descriptions of this rank.
+// The standard matrix on one communicator: every data type x op (one op where the collective does not reduce), the
+// given counts, in place and out of place. Returns the failure descriptions of this rank.
 template <class Comm>
 std::vector<std::string> run_matrix(Comm& comm, Collective coll, Algorithm algo, const std::vector<std::size_t>& counts,
                                     Scope scope = Scope::global) {
@@ -285,7 +284,7 @@ std::vector<std::string> run_matrix(Comm& comm, Collective coll, Algorithm algo,
   std::vector<std::string> failures;
   for (DataType dt : dtypes) {
     for (ReduceOp op : ops) {
-      if (coll == Collective::all_gather && op != ReduceOp::sum) continue;
+      if (!Comm::Collectives::reduces(coll) && op != ReduceOp::sum) continue;
       for (std::size_t count : counts) {
         for (bool in_place : {false, true}) {
           std::string f = run_case(comm, Case{coll, algo, dt, op, count, in_place, scope});

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "paro/testing/collective_check.hpp"
-#include "paro/tools/collective_call.hpp"
 
 namespace paro::testing {
 
@@ -31,7 +30,8 @@ std::vector<Algorithm> runnable_algorithms(Collective c) {
 template <class Transport, class Registry>
 Case random_case(std::mt19937_64& rng) {
   auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
-  const Collective coll = all_collectives[pick(3)];
+  using Collectives = typename Registry::Collectives;
+  const Collective coll = Collectives::ids[pick(std::size(Collectives::ids))];
   const auto algos = runnable_algorithms<Transport, Registry>(coll);
   const Scope scopes[] = {Scope::global, Scope::intra, Scope::inter};
   const std::size_t counts[] = {0, 1, 7, 1000, 4099};
@@ -39,7 +39,7 @@ Case random_case(std::mt19937_64& rng) {
   c.coll = coll;
   c.algo = algos[pick(algos.size())];
   c.dt = all_data_types[pick(std::size(all_data_types))];
-  c.op = coll == Collective::all_gather ? ReduceOp::sum : all_reduce_ops[pick(std::size(all_reduce_ops))];
+  c.op = Collectives::reduces(coll) ? all_reduce_ops[pick(std::size(all_reduce_ops))] : ReduceOp::sum;
   c.count = counts[pick(std::size(counts))];
   c.in_place = pick(2) == 1;
   c.scope = scopes[pick(3)];
@@ -53,17 +53,19 @@ template <class Transport, class Registry>
 std::vector<std::string> check_nonblocking(Communicator<Transport, Registry>& comm, std::uint64_t seed,
                                            int in_flight = 8) {
   std::mt19937_64 rng(seed);
-  std::vector<std::unique_ptr<StagedCase<Transport>>> staged;
+  std::vector<std::unique_ptr<StagedCase<Transport, typename Registry::Collectives>>> staged;
   std::vector<Request> requests;
   std::vector<std::string> failures;
   auto fail = [&](const Case& c, const std::string& why) {
-    failures.push_back(detail::concat("rank ", comm.rank(), " seed ", seed, ": ", describe(c, comm.size()), ": ", why));
+    failures.push_back(detail::concat("rank ", comm.rank(), " seed ", seed, ": ",
+                                      describe<typename Registry::Collectives>(c, comm.size()), ": ", why));
   };
   for (int i = 0; i < in_flight; ++i) {
     const Case c = random_case<Transport, Registry>(rng);
-    staged.push_back(std::make_unique<StagedCase<Transport>>(comm.transport(c.scope), c));
+    staged.push_back(
+        std::make_unique<StagedCase<Transport, typename Registry::Collectives>>(comm.transport(c.scope), c));
     auto& s = *staged.back();
-    requests.push_back(start_collective(comm, c.coll, s.send(), s.recv(), c.count, c.dt, c.op, {c.algo, c.scope}));
+    requests.push_back(comm.icollective(c.coll, s.send(), s.recv(), c.count, c.dt, c.op, {c.algo, c.scope}));
     if (i == in_flight / 2) {  // a blocking call runs after the requests issued before it
       const Case b = random_case<Transport, Registry>(rng);
       const CheckResult r = check_case(comm, b);

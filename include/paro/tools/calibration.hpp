@@ -30,7 +30,6 @@
 #include "paro/communicator/communicator.hpp"
 #include "paro/core/clock.hpp"
 #include "paro/core/reduce_op.hpp"
-#include "paro/tools/collective_call.hpp"
 #include "paro/tools/over_ranks.hpp"
 
 namespace paro {
@@ -114,13 +113,13 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
   std::vector<std::vector<Point>> by_size;
   for (std::size_t full_bytes = std::size_t{1} << 10; full_bytes <= (std::size_t{1} << 24); full_bytes *= 4) {
     by_size.emplace_back();
-    for (Collective coll : all_collectives)
+    for (Collective coll : Registry::Collectives::ids)
       for (Algorithm algo : Registry::ids) {
         if (Registry::family(algo) == algorithms::Family::native || !Registry::implements(algo, coll)) continue;
-        const std::size_t count =
-            coll == Collective::all_reduce ? full_bytes / 4 : full_bytes / 4 / static_cast<std::size_t>(n);
-        const BufferShape buffers = buffer_shape(coll, count, n, comm.rank());
-        const double measured_bytes = static_cast<double>(count * 4 * (coll == Collective::all_reduce ? 1 : n));
+        using Collectives = typename Registry::Collectives;
+        const std::size_t count = full_bytes / 4 / Collectives::blocks(coll, n);
+        const BufferShape buffers = Collectives::shape(coll, count, n, comm.rank());
+        const double measured_bytes = static_cast<double>(count * 4 * Collectives::blocks(coll, n));
         std::vector<bool> lanes_inline{shape.lanes == algorithms::LaneChoice::inline_only};
         if (both_lanes && algo == Algorithm::paro_cc) lanes_inline = {false, true};
         for (bool on_caller : lanes_inline) {
@@ -140,7 +139,7 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
       auto call = [&](Point* p) {
         return [&, p] {
           const algorithms::Timing& t = timings[p->timing];
-          call_collective(comm, t.collective, p->in.data(), p->out.data(), p->count, DataType::f32, ReduceOp::sum,
+          comm.collective(t.collective, p->in.data(), p->out.data(), p->count, DataType::f32, ReduceOp::sum,
                           {t.algorithm});
         };
       };

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "paro/tools/collective_call.hpp"
 #include "separate.hpp"
 
 namespace py = pybind11;
@@ -66,17 +65,17 @@ void direct(Backend& backend, const std::string& collective, at::Tensor& output,
   paro::AnyCommunicator& comm = backend.communicator();
   const paro::DataType dt = data_type_of(output);
   const paro::Collective c = translating([&] { return paro::parse_collective(collective); });
-  const std::int64_t n = comm.size();
-  TORCH_CHECK_VALUE(c != paro::Collective::all_gather || output.numel() == n * input.numel(),
-                    "paro backend direct all_gather: the output must hold ", n, " x the input's elements");
-  TORCH_CHECK_VALUE(c != paro::Collective::reduce_scatter || input.numel() == n * output.numel(),
-                    "paro backend direct reduce_scatter: the input must hold ", n, " x the output's elements");
+  // The buffers per element of count (collective.hpp); where input and output are alike (all_reduce) the call
+  // runs in place on output, else from input to output.
+  const paro::BufferShape per = paro::buffer_shape(c, 1, comm.size(), comm.rank());
+  const bool in_place = per.in == per.out;
+  const std::size_t count = count_of(output) / per.out;
+  TORCH_CHECK_VALUE(count * per.out == count_of(output) && (in_place || count * per.in == count_of(input)),
+                    "paro backend direct ", collective, ": the output must hold ", per.out, " x and the input ", per.in,
+                    " x the same count of elements");
   translating([&] {
-    // all_reduce in place on output; the others from input to output.
-    const bool reduce = c == paro::Collective::all_reduce;
-    paro::Request r = paro::start_collective(comm, c, reduce ? output.data_ptr() : input.data_ptr(), output.data_ptr(),
-                                             count_of(c == paro::Collective::all_gather ? input : output), dt,
-                                             paro::ReduceOp::sum, {});
+    paro::Request r = comm.icollective(c, in_place ? output.data_ptr() : input.data_ptr(), output.data_ptr(), count, dt,
+                                       paro::ReduceOp::sum, {});
     r.wait();
   });
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/collective.hpp"
 #include "paro/core/error.hpp"
 #include "paro/topology/topology.hpp"
 
@@ -224,24 +225,25 @@ class CostModel {
   // of the slowest link the last byte must cross (an algorithm that posts all its messages at once pays
   // no more). Software costs (steps, reductions) are not in it.
   double lower_bound(Collective c, std::size_t full_bytes, const CostShape& s) const {
-    return bound_on(bound_, c, full_bytes, s);
+    return lower_bound(BuiltinCollectives::traffic(c), full_bytes, s);
+  }
+  // The same for any collective, by what it must move (its descriptor's traffic(), collective.hpp).
+  double lower_bound(const MinimumTraffic& t, std::size_t full_bytes, const CostShape& s) const {
+    return bound_on(bound_, t, full_bytes, s);
   }
   // The same bound on the links the predictions use: no prediction is below it (Builtin::formula), where
   // a formula's lanes would otherwise overlap on a NIC they share.
-  double bound_on_own_links(Collective c, std::size_t full_bytes, const CostShape& s) const {
-    return bound_on(l_, c, full_bytes, s);
+  double bound_on_own_links(const MinimumTraffic& t, std::size_t full_bytes, const CostShape& s) const {
+    return bound_on(l_, t, full_bytes, s);
   }
 
-  static double bound_on(const LinkModel& links, Collective c, std::size_t full_bytes, const CostShape& s) {
+  static double bound_on(const LinkModel& links, const MinimumTraffic& t, std::size_t full_bytes, const CostShape& s) {
     const double N = static_cast<double>(full_bytes);
     const int n = s.ranks, q = std::max(1, s.nodes), m = std::max(1, s.ranks_per_node);
     if (n <= 1) return 0;
-    const bool reduce_all = c == Collective::all_reduce;
     // Bytes every rank must receive, and a unit (node, pod) of `units` through its boundary, at the least.
-    const double per_rank = (reduce_all ? 2.0 : 1.0) * (n - 1) / n * N;
-    auto entering = [&](int units, int members) {
-      return (reduce_all ? 2.0 * (units - 1) / units : static_cast<double>(n - members) / n) * N;
-    };
+    const double per_rank = t.received(n) * N;
+    auto entering = [&](int units, int members) { return t.entering(n, units, members) * N; };
     const LinkSpec nic = links.nic_link.value_or(links.inter);
     const double nic_us = nic.us_per_byte() / (links.nic == NicModel::per_rank ? m : 1);
     const double intra_us = links.intra.us_per_byte();

@@ -36,7 +36,7 @@ inline constexpr const char* inline_suffix = "/inline";
 // The JSON form of a link model (a cost file); needs nlohmann-json.
 inline std::string to_json(const LinkModel& m) {
   std::string corrections;
-  for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce}) {
+  for (Collective c : all_collectives) {
     std::string per_algo;
     for (const auto& [key, k] : m.corrections)
       if (key.collective == c) {
