@@ -84,6 +84,9 @@ inline double gathered_share(int ranks) { return ranks <= 1 ? 0 : (ranks - 1.0) 
 inline double entering_gathered(int ranks, int, int members) {
   return ranks <= 0 ? 0 : static_cast<double>(ranks - members) / ranks;
 }
+// Named functions rather than lambdas: nvcc's front end rejects lambdas in a braced return.
+inline double reduced_and_gathered_share(int ranks) { return 2 * gathered_share(ranks); }
+inline double entering_reduced_and_gathered(int, int units, int) { return 2 * gathered_share(units); }
 
 }  // namespace collective_detail
 
@@ -154,8 +157,7 @@ struct AllReduce {
   // A reduce-scatter and an all-gather's worth of bytes.
   static double bus_factor(int ranks) { return 2 * collective_detail::gathered_share(ranks); }
   static MinimumTraffic traffic() {
-    return {[](int ranks) { return 2 * collective_detail::gathered_share(ranks); },
-            [](int, int units, int) { return 2 * collective_detail::gathered_share(units); }};
+    return {collective_detail::reduced_and_gathered_share, collective_detail::entering_reduced_and_gathered};
   }
   template <class A, class Ctx>
   using Schedule = decltype(&A::template all_reduce<Ctx>);
