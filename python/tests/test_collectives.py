@@ -158,6 +158,25 @@ def body_shapes(rank: int, n: int) -> None:
     v = torch.full((5,), float(n * (rank + 1)))
     dist.all_reduce(v, op=dist.ReduceOp.AVG, group=paro)
     assert torch.equal(v, torch.full((5,), float(n * (n + 1)) / 2)), v
+    # PREMUL_SUM (FSDP2's gradient divide factor), by a number and by a one-element tensor: exact for powers of
+    # two; the caller's input of the reduce-scatter stays as it was
+    for factor in (0.25, torch.tensor([0.5], dtype=torch.float64)):
+        f = float(factor)
+        op = dist._make_nccl_premul_sum(factor)
+        x = values(rank, 10, torch.float32)
+        want = x.clone()
+        dist.all_reduce(want, group=gloo)
+        got = x.clone()
+        dist.all_reduce(got, op=op, group=paro)
+        same(got, want * f, f"all_reduce PREMUL_SUM {f}")
+        full = values(rank, n * 3, torch.float32, salt=3)
+        kept = full.clone()
+        want = full.clone()
+        dist.all_reduce(want, group=gloo)
+        got = torch.empty(3)
+        dist.reduce_scatter_tensor(got, full, op=op, group=paro)
+        same(got, want[rank * 3:(rank + 1) * 3] * f, f"reduce_scatter_tensor PREMUL_SUM {f}")
+        same(full, kept, "reduce_scatter_tensor PREMUL_SUM input")
     dist.barrier()
 
 

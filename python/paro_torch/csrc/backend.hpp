@@ -78,6 +78,7 @@ class Backend : public c10d::Backend {
     const ReduceOp op = reduce_op_of(opts.reduceOp);
     Route route = route_for(t);
     Staged s = staged(t);
+    premultiply(s.buffer, opts.reduceOp);  // t's values are replaced by the result either way
     Request r = translating([&] {
       return route.comm.iall_reduce(s.buffer.data_ptr(), s.buffer.data_ptr(), count_of(t), data_type_of(t), op,
                                     route.options());
@@ -97,6 +98,7 @@ class Backend : public c10d::Backend {
     const ReduceOp op = reduce_op_of(opts.reduceOp);
     Route route = route_for(tensors.front());
     at::Tensor flat = flatten(tensors);
+    premultiply(flat, opts.reduceOp);
     Request r = translating([&] {
       return route.comm.iall_reduce(flat.data_ptr(), flat.data_ptr(), count_of(flat), data_type_of(flat), op,
                                     route.options());
@@ -157,6 +159,7 @@ class Backend : public c10d::Backend {
     const ReduceOp op = reduce_op_of(opts.reduceOp);
     Route route = route_for(out);
     at::Tensor flat = flatten(in);
+    premultiply(flat, opts.reduceOp);
     Staged s = staged(out);
     Request r = translating([&] {
       return route.comm.ireduce_scatter(flat.data_ptr(), s.buffer.data_ptr(), count_of(out), data_type_of(out), op,
@@ -305,7 +308,9 @@ class Backend : public c10d::Backend {
                       " elements for an output of ", output.numel(), " in a group of ", size_, "; it must hold ",
                       size_ * output.numel());
     const ReduceOp op = reduce_op_of(opts.reduceOp);
-    at::Tensor src = input.contiguous();
+    // The caller's input stays as it was: PREMUL_SUM multiplies a copy.
+    at::Tensor src = premultiplies(opts.reduceOp) ? input.contiguous().clone() : input.contiguous();
+    premultiply(src, opts.reduceOp);
     Staged s = staged(output);
     Request r = translating([&] {
       return route.comm.ireduce_scatter(src.data_ptr(), s.buffer.data_ptr(), count_of(output), data_type_of(output), op,

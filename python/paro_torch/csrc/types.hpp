@@ -37,17 +37,50 @@ inline DataType data_type_of(const at::Tensor& t) {
   return *dt;
 }
 
+inline const char* name_of(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: return "SUM";
+    case c10d::ReduceOp::AVG: return "AVG";
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
+    case c10d::ReduceOp::BAND: return "BAND";
+    case c10d::ReduceOp::BOR: return "BOR";
+    case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNUSED";
+  }
+}
+
+// PREMUL_SUM (FSDP2's gradient divide factor) is a sum of inputs each multiplied by the op's factor first:
+// the caller multiplies a buffer the collective owns (premultiply) and paro sums.
 inline ReduceOp reduce_op_of(const c10d::ReduceOp& op) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return ReduceOp::sum;
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::PREMUL_SUM: return ReduceOp::sum;
     case c10d::ReduceOp::PRODUCT: return ReduceOp::prod;
     case c10d::ReduceOp::MIN: return ReduceOp::min;
     case c10d::ReduceOp::MAX: return ReduceOp::max;
     case c10d::ReduceOp::AVG: return ReduceOp::avg;
     default:
-      TORCH_CHECK_VALUE(false, "paro backend: reduce op ", op.op_,
-                        " is not supported; allowed: SUM PRODUCT MIN MAX AVG");
+      TORCH_CHECK_VALUE(false, "paro backend: reduce op ", name_of(op.op_),
+                        " is not supported; allowed: SUM AVG PRODUCT MIN MAX PREMUL_SUM");
   }
+}
+
+inline bool premultiplies(const c10d::ReduceOp& op) { return op.op_ == c10d::ReduceOp::PREMUL_SUM; }
+
+// For PREMUL_SUM, t *= the op's factor (a number or a one-element tensor); nothing for the other ops. t must
+// be a buffer the collective owns (staged, flattened or copied), never a caller's input.
+inline void premultiply(at::Tensor& t, const c10d::ReduceOp& op) {
+  if (!premultiplies(op)) return;
+  const auto* factor = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK_VALUE(factor, "paro backend: a PREMUL_SUM op without its factor; make it with ",
+                    "torch.distributed._make_nccl_premul_sum(factor)");
+  if (factor->tensor_factor.defined())
+    t.mul_(factor->tensor_factor.to(t.device(), t.scalar_type()));
+  else
+    t.mul_(factor->double_factor);
 }
 
 #ifdef PARO_HAVE_CUDA
