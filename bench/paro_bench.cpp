@@ -514,11 +514,17 @@ std::vector<Algorithm> algorithms_of(paro::Communicator<Transport>& comm, const 
   for (const auto& a : split_list(s.algos)) {
     if (a == "all") {
       for (Algorithm x : paro::all_algorithms)
-        if (x != Algorithm::native || Transport::has_native_collectives) algos.push_back(x);
+        if (comm.available(x, coll)) algos.push_back(x);  // native on backends with it; those that run coll
       algos.push_back(Algorithm::automatic);
     } else {
-      algos.push_back(paro::parse_algorithm(a));
-      comm.resolve(coll, 0, algos.back(), paro::parse_scope(s.scope));  // rejects native where the backend has none
+      const Algorithm x = paro::parse_algorithm(a);
+      // A named algorithm without a schedule for this collective (native's all_to_all) sits out its table.
+      if (!paro::algorithms::BuiltinAlgorithms::implements(x, coll)) {
+        if (comm.rank() == 0) std::printf("# %s has no %s schedule: not run\n", paro::name_of(x), paro::name_of(coll));
+        continue;
+      }
+      algos.push_back(x);
+      comm.resolve(coll, 0, x, paro::parse_scope(s.scope));  // rejects native where the backend has none
     }
   }
   return algos;
@@ -565,6 +571,7 @@ std::size_t run_on(paro::Communicator<Transport>& comm, const Settings& s, nlohm
   int trace_process = 0;
   for (Collective coll : collectives(s.coll)) {
     const std::vector<Algorithm> algos = algorithms_of(comm, s, coll);
+    if (algos.empty()) continue;  // none of the named algorithms runs this collective
     Bench<Transport> bench(comm, s, coll, algos);
     bench.parse_lists();
     wrong += bench.run(records);

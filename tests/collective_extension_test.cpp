@@ -98,9 +98,9 @@ TEST(CollectiveExtension, RunsAndChecksExactlyAtEveryRankCount) {
 TEST(CollectiveExtension, NamedInParoAlgoAndMessagesAndTheCostModel) {
   using Collectives = WithScan::Collectives;
   EXPECT_EQ(Collectives::parse("Prefix-Sum"), Scan::id);
-  EXPECT_EQ(Collectives::names(), "all_reduce all_gather reduce_scatter scan");
+  EXPECT_EQ(Collectives::names(), "all_reduce all_gather reduce_scatter all_to_all scan");
   const std::string unknown = paro::testing::error_of([] { Collectives::parse("gather"); });
-  EXPECT_NE(unknown.find("unknown collective 'gather'; allowed: all_reduce all_gather reduce_scatter scan"),
+  EXPECT_NE(unknown.find("unknown collective 'gather'; allowed: all_reduce all_gather reduce_scatter all_to_all scan"),
             std::string::npos)
       << unknown;
   EXPECT_TRUE(WithScan::implements(ChainScan::id, Scan::id));

@@ -40,7 +40,7 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AllRankCounts, ThreadsCollective,
                          ::testing::Combine(::testing::Values(Collective::all_reduce, Collective::all_gather,
-                                                              Collective::reduce_scatter),
+                                                              Collective::reduce_scatter, Collective::all_to_all),
                                             ::testing::Values(Algorithm::ring, Algorithm::tree, Algorithm::automatic),
                                             ::testing::Range(1, 17)),
                          param_name);
@@ -58,8 +58,9 @@ class ThreadsLargeCollective : public ::testing::TestWithParam<Param> {};
 
 TEST_P(ThreadsLargeCollective, SeveralMiB) {
   auto [coll, algo, n] = GetParam();
-  const std::size_t count =
-      coll == Collective::all_reduce ? (std::size_t{3} << 20) + 5 : (std::size_t{3} << 20) / n + 3;
+  const std::size_t count = coll == Collective::all_reduce   ? (std::size_t{3} << 20) + 5
+                            : coll == Collective::all_to_all ? (std::size_t{3} << 20) / (n * n) + 3
+                                                             : (std::size_t{3} << 20) / n + 3;
   auto failures = on_threads(n, [&](auto& comm) {
     std::vector<std::string> f;
     for (auto dt : {paro::DataType::f32, paro::DataType::bf16})
@@ -72,11 +73,12 @@ TEST_P(ThreadsLargeCollective, SeveralMiB) {
   EXPECT_TRUE(failures.empty()) << first_lines(failures);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sizes, ThreadsLargeCollective,
-    ::testing::Combine(::testing::Values(Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter),
-                       ::testing::Values(Algorithm::ring, Algorithm::tree), ::testing::Values(3, 8, 13)),
-    param_name);
+INSTANTIATE_TEST_SUITE_P(Sizes, ThreadsLargeCollective,
+                         ::testing::Combine(::testing::Values(Collective::all_reduce, Collective::all_gather,
+                                                              Collective::reduce_scatter, Collective::all_to_all),
+                                            ::testing::Values(Algorithm::ring, Algorithm::tree),
+                                            ::testing::Values(3, 8, 13)),
+                         param_name);
 
 // Tiny ring chunks and a short window: many chunks per block, slots reused many times, chunks of
 // different lengths in one block.

@@ -34,6 +34,8 @@ using paro::algorithms::ParoCcParams;
 
 // paro_cc's (or paro_seq's) plan in a prediction of it.
 const ParoCcParams& plan_of(const Builtin::Prediction& p) { return std::get<ParoCcParams>(p.params); }
+// The collectives whose paro_cc schedules have lanes and a pipeline (its all_to_all has neither).
+constexpr Collective lane_collectives[] = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter};
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
@@ -264,7 +266,7 @@ TEST(Predictions, InlineLanesPipelineOnlyWhereLevelsGoTogether) {
   CostShape inline_lanes = two_by_four();
   inline_lanes.lanes = paro::algorithms::LaneChoice::inline_only;
   const double block = MiB64 / 8.0;
-  for (Collective c : paro::all_collectives) {
+  for (Collective c : lane_collectives) {
     const auto one_at_a_time = Builtin::predict(rings_only, Algorithm::paro_cc, c, MiB64, inline_lanes);
     EXPECT_FALSE(plan_of(one_at_a_time).together) << paro::name_of(c);
     EXPECT_EQ(plan_of(one_at_a_time).pipeline_chunk_bytes, MiB64) << paro::name_of(c);
@@ -316,7 +318,7 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
   const CostShape s = inline_pairs(4);
   const LinkModel per_rank = per_rank_nic(1, 20);
   const CostModel own(per_rank, per_rank), rings_only(per_rank, per_rank, 0);
-  for (Collective c : paro::all_collectives)
+  for (Collective c : lane_collectives)
     for (std::size_t bytes : {std::size_t{4096}, MiB64}) {
       const double block = bytes / 8.0;
       auto one_at_a_time = [&](Collective k) {
@@ -465,7 +467,7 @@ TEST(Predictions, SmallCallsCrossThePodsInOneRailOverEveryNode) {
   CostShape by_levels = s;
   by_levels.node_cut.reset();
   const CostModel model = c.model();
-  for (Collective coll : paro::all_collectives)
+  for (Collective coll : lane_collectives)
     for (std::size_t bytes : {std::size_t{65536}, MiB64}) {
       const auto p = Builtin::predict(model, Algorithm::paro_cc, coll, bytes, s);
       const auto levels = Builtin::predict(model, Algorithm::paro_cc, coll, bytes, by_levels);
@@ -510,7 +512,7 @@ TEST(Predictions, LanesRunInlineWherePredictedFaster) {
   CostShape either = two_by_four(), threads = two_by_four(), inline_only = two_by_four();
   either.lanes = paro::algorithms::LaneChoice::faster;
   inline_only.lanes = paro::algorithms::LaneChoice::inline_only;
-  for (Collective c : paro::all_collectives)
+  for (Collective c : lane_collectives)
     for (std::size_t bytes : {std::size_t{65536}, std::size_t{1} << 20, MiB64}) {
       const auto on_threads = Builtin::predict(model, Algorithm::paro_cc, c, bytes, threads);
       const auto on_caller = Builtin::predict(model, Algorithm::paro_cc, c, bytes, inline_only);
@@ -934,7 +936,7 @@ TEST(Calibration, PointsArePredictedOnTheLanesTheyRanOn) {
   std::vector<paro::algorithms::Timing> timings;
   std::set<bool> ran_inline;
   for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 24); bytes *= 4)
-    for (Collective c : paro::all_collectives)
+    for (Collective c : lane_collectives)
       for (Algorithm a : {Algorithm::ring, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc}) {
         const auto p = Builtin::formula(truth, a, c, bytes, s);
         timings.push_back({c,
@@ -949,7 +951,7 @@ TEST(Calibration, PointsArePredictedOnTheLanesTheyRanOn) {
   const auto r = paro::algorithms::fit_cost_model<Builtin>(start, CostModel(start, start), s, timings);
   EXPECT_NEAR(r.model.lane_us, true_links().lane_us, 0.2 * true_links().lane_us);
   const CostModel fitted(r.model, r.model);
-  for (Collective c : paro::all_collectives)
+  for (Collective c : lane_collectives)
     for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 28); bytes *= 2)
       EXPECT_EQ(plan_of(Builtin::predict(fitted, Algorithm::paro_cc, c, bytes, s)).lanes_inline,
                 plan_of(Builtin::predict(truth, Algorithm::paro_cc, c, bytes, s)).lanes_inline)
@@ -969,7 +971,7 @@ TEST(Calibration, LanesOnThreadsAndInlineAreCorrectedApart) {
   std::vector<paro::algorithms::Timing> timings;
   int k = 0;
   for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 24); bytes *= 4)
-    for (Collective c : paro::all_collectives)
+    for (Collective c : lane_collectives)
       for (Algorithm a : {Algorithm::ring, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc})
         for (const CostShape* lanes : {&threads, &inline_only}) {
           if (a != Algorithm::paro_cc && lanes == &inline_only) continue;
@@ -984,7 +986,7 @@ TEST(Calibration, LanesOnThreadsAndInlineAreCorrectedApart) {
   const auto r = paro::algorithms::fit_cost_model<Builtin>(start, CostModel(start, start), s, timings);
   EXPECT_NEAR(r.model.lane_us, true_links().lane_us, 0.2 * true_links().lane_us);
   const CostModel fitted(r.model, r.model);
-  for (Collective c : paro::all_collectives) {
+  for (Collective c : lane_collectives) {
     for (double bytes : {4.0 * (1 << 20), 16.0 * (1 << 20)}) {
       EXPECT_NEAR(r.model.correction(c, Algorithm::paro_cc, bytes, /*lanes_inline=*/true), 2, 0.25)
           << paro::name_of(c) << " " << bytes;

@@ -52,6 +52,8 @@ std::int32_t expected(Collective c, int me, std::size_t i) {
     case Collective::reduce_scatter:
       for (int r = 0; r < ranks; ++r) sum += input(r, static_cast<std::size_t>(me) * count + i);
       return sum;
+    case Collective::all_to_all:
+      return input(static_cast<int>(i / count), static_cast<std::size_t>(me) * count + i % count);
   }
   return 0;
 }

@@ -28,8 +28,14 @@ using paro::Collective;
 using paro::Scope;
 
 using paro::all_collectives;
-const auto hierarchical_algorithms =
-    paro::algorithms::BuiltinAlgorithms::in_family(paro::algorithms::Family::hierarchical);
+// The hierarchical algorithms that run coll (mics_hcs has no all_to_all).
+std::vector<Algorithm> hierarchical_for(Collective coll) {
+  using Builtin = paro::algorithms::BuiltinAlgorithms;
+  std::vector<Algorithm> out;
+  for (Algorithm a : Builtin::in_family(paro::algorithms::Family::hierarchical))
+    if (Builtin::implements(a, coll)) out.push_back(a);
+  return out;
+}
 
 using ClusterParam = std::tuple<const char*, const char*, Scope>;  // emulation, grouping, scope
 class HierarchicalExact : public ::testing::TestWithParam<ClusterParam> {};
@@ -39,7 +45,7 @@ TEST_P(HierarchicalExact, EveryTypeOpAndShape) {
   auto failures = paro::testing::on_cluster(emulate, group, [&, scope = scope](auto& comm) {
     std::vector<std::string> f;
     for (Collective coll : all_collectives)
-      for (Algorithm algo : hierarchical_algorithms)
+      for (Algorithm algo : hierarchical_for(coll))
         for (auto& s : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 100}, scope)) f.push_back(s);
     return f;
   });
@@ -71,7 +77,7 @@ TEST_P(HierarchicalRankCounts, GlobalScope) {
   auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
     std::vector<std::string> f;
     for (Collective coll : all_collectives)
-      for (Algorithm algo : hierarchical_algorithms)
+      for (Algorithm algo : hierarchical_for(coll))
         for (auto& s : paro::testing::run_matrix(comm, coll, algo, {1, 7, 1000})) f.push_back(s);
     return f;
   });
@@ -91,9 +97,11 @@ TEST(HierarchicalLarge, PipelinedChunks) {
       auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
         std::vector<std::string> f;
         for (Collective coll : all_collectives)
-          for (Algorithm algo : hierarchical_algorithms) {
-            const std::size_t count =
-                coll == Collective::all_reduce ? (std::size_t{1} << 20) + 3 : (std::size_t{1} << 20) / comm.size() + 3;
+          for (Algorithm algo : hierarchical_for(coll)) {
+            const std::size_t blocks = coll == Collective::all_reduce   ? 1
+                                       : coll == Collective::all_to_all ? comm.size() * comm.size()
+                                                                        : comm.size();
+            const std::size_t count = (std::size_t{1} << 20) / blocks + 3;
             for (auto dt : {paro::DataType::f32, paro::DataType::bf16})
               for (bool in_place : {false, true}) {
                 auto msg = paro::testing::run_case(comm, {coll, algo, dt, paro::ReduceOp::sum, count, in_place});
@@ -272,6 +280,10 @@ TEST(PinnedPlans, BadPinsSayWhatIsAllowed) {
   EXPECT_EQ(o[Collective::all_gather], Algorithm::paro_cc);
   EXPECT_EQ(o.pins(Collective::all_gather).size(), 2u);
   EXPECT_EQ(o[Collective::all_reduce], Algorithm::ring);
+  // An entry for all collectives applies to those its algorithm runs; the others stay automatic.
+  const auto all = paro::AlgorithmOverrides::parse("mics_hcs");
+  EXPECT_EQ(all[Collective::all_gather], Algorithm::mics_hcs);
+  EXPECT_EQ(all[Collective::all_to_all], Algorithm::automatic);
 }
 
 #ifndef PARO_TEST_RECORDED  // a calibration measures host backends; NCCL's message rules add nothing here
@@ -284,7 +296,8 @@ TEST(Calibrate, TimesParoCcOnBothLanesAndRestoresThem) {
     const paro::algorithms::FitReport fit = paro::calibrate(comm, /*rounds=*/1);
     std::map<std::pair<Collective, double>, std::set<bool>> lanes;
     for (const auto& p : fit.points)
-      if (p.algorithm == Algorithm::paro_cc) lanes[{p.collective, p.bytes}].insert(p.lanes_inline);
+      if (p.algorithm == Algorithm::paro_cc && p.collective != Collective::all_to_all)  // all_to_all has no lanes
+        lanes[{p.collective, p.bytes}].insert(p.lanes_inline);
     if (lanes.size() != 3 * 8) f.push_back(paro::detail::concat(lanes.size(), " paro_cc sizes, not 24"));
     for (const auto& [point, ran] : lanes)
       if (ran.size() != 2)

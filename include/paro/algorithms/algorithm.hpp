@@ -16,7 +16,7 @@ namespace paro {
 
 // The built-in collectives' identities, each described in collective.hpp. The set is open: a collective
 // described outside paro takes an unused value, e.g. Collective{100}.
-enum class Collective : int { all_gather = 0, reduce_scatter, all_reduce };
+enum class Collective : int { all_gather = 0, reduce_scatter, all_reduce, all_to_all };
 
 // The built-in algorithms' identities. The set is open: an algorithm registered outside paro (see
 // registry.hpp) takes an unused value, e.g. Algorithm{100}.
@@ -52,7 +52,8 @@ enum class Family { flat, hierarchical, native };
 struct Call {
   const void* send;
   void* recv;
-  std::size_t count;  // elements per rank (all_gather, reduce_scatter) or in the buffer (all_reduce)
+  std::size_t count;  // elements per rank (all_gather, reduce_scatter) or per peer (all_to_all) or in the
+                      // buffer (all_reduce)
   DataType dt;
   ReduceOp op;  // sum for all_gather
 };

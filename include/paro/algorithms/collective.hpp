@@ -84,6 +84,11 @@ inline double gathered_share(int ranks) { return ranks <= 1 ? 0 : (ranks - 1.0) 
 inline double entering_gathered(int ranks, int, int members) {
   return ranks <= 0 ? 0 : static_cast<double>(ranks - members) / ranks;
 }
+// Every rank keeps 1/ranks of its buffer and receives the rest; a unit of `members` receives, for each of
+// them, the blocks of the ranks outside it.
+inline double entering_exchanged(int ranks, int, int members) {
+  return ranks <= 0 ? 0 : static_cast<double>(members) * (ranks - members) / ranks;
+}
 // Named functions rather than lambdas: nvcc's front end rejects lambdas in a braced return.
 inline double reduced_and_gathered_share(int ranks) { return 2 * gathered_share(ranks); }
 inline double entering_reduced_and_gathered(int, int units, int) { return 2 * gathered_share(units); }
@@ -164,6 +169,33 @@ struct AllReduce {
   template <class A, class Ctx>
   static void run(Ctx& x, const Call& c) {
     A::all_reduce(x, c);
+  }
+};
+
+// recv block j (count elements) = rank j's send block rank; send and recv hold ranks*count.
+struct AllToAll {
+  static constexpr Collective id = Collective::all_to_all;
+  static constexpr const char* name = "all_to_all";
+  static constexpr const char* aliases = "a2a alltoall";
+  static constexpr bool reduces = false;
+  static constexpr const char* in_place = "send == recv";
+  static BufferShape shape(std::size_t count, int ranks, int rank) {
+    const std::size_t all = count * static_cast<std::size_t>(ranks);
+    return {all, all, all, 0, 0, static_cast<std::size_t>(rank) * all};
+  }
+  static Source source(std::size_t i, std::size_t count, int rank, int ranks) {
+    const int from = static_cast<int>(i / count);
+    const std::size_t all = count * static_cast<std::size_t>(ranks);
+    return {from, from, static_cast<std::size_t>(from) * all + static_cast<std::size_t>(rank) * count + i % count};
+  }
+  // nccl-tests' alltoall bus bandwidth: every rank sends and receives (n-1)/n of its buffer.
+  static double bus_factor(int ranks) { return collective_detail::gathered_share(ranks); }
+  static MinimumTraffic traffic() { return {collective_detail::gathered_share, collective_detail::entering_exchanged}; }
+  template <class A, class Ctx>
+  using Schedule = decltype(&A::template all_to_all<Ctx>);
+  template <class A, class Ctx>
+  static void run(Ctx& x, const Call& c) {
+    A::all_to_all(x, c);
   }
 };
 
@@ -307,7 +339,7 @@ struct CollectiveList {
 };
 
 // Every collective the registry's algorithms run, in the order tables list them.
-using BuiltinCollectives = CollectiveList<AllReduce, AllGather, ReduceScatter>;
+using BuiltinCollectives = CollectiveList<AllReduce, AllGather, ReduceScatter, AllToAll>;
 
 }  // namespace algorithms
 

@@ -32,6 +32,8 @@
 #include <utility>
 #include <vector>
 
+#include "paro/algorithms/all_to_all.hpp"
+#include "paro/algorithms/cost/all_to_all_cost.hpp"
 #include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/cost/paro_cc_cost.hpp"
 #include "paro/algorithms/direct.hpp"
@@ -441,6 +443,8 @@ struct ParoSchedules {
   using Params = ParoCcParams;
 
   static ParoCcPrediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
+    // The all-to-all's pieces are its blocks: of the plan it follows only the cut (nodes_only: never chosen).
+    if (c == Collective::all_to_all) return {hierarchical_all_to_all_time(m, N, s, Overlap), {}};
     return ParoCcCost(m).paro(c, N, s, Overlap);
   }
 
@@ -507,6 +511,10 @@ struct ParoSchedules {
       paro_reduce_scatter(levels(x), static_cast<const char*>(c.send), blocks_of(x, c), static_cast<char*>(c.recv),
                           c.dt, partial, params(x));
     });
+  }
+  template <class Ctx>
+  static void all_to_all(Ctx& x, const Call& c) {
+    hierarchical_all_to_all(levels(x), c, Overlap);
   }
 
  private:

@@ -335,10 +335,10 @@ inline const char* name_of(Algorithm a) {
 inline Algorithm parse_algorithm(std::string_view s) { return algorithms::BuiltinAlgorithms::parse(s); }
 
 // The algorithm forced per collective (automatic where nothing is forced), with its pinned choices:
-// PARO_ALGO's grammar, NCCL_ALGO's own, "ring" for all or "allreduce:ring;allgather:tree" (';' or ',' between
-// entries), an entry's algorithm optionally with pins, "allreduce:paro_cc(chunk=1M,lanes=inline)": the
-// choices named are fixed, the others the cost model's. paro-bench --explain prints the entry that pins
-// each of automatic's picks.
+// PARO_ALGO's grammar, NCCL_ALGO's own, "ring" for all (the collectives ring runs; the others stay
+// automatic) or "allreduce:ring;allgather:tree" (';' or ',' between entries), an entry's algorithm optionally with
+// pins, "allreduce:paro_cc(chunk=1M,lanes=inline)": the choices named are fixed, the others the cost model's.
+// paro-bench --explain prints the entry that pins each of automatic's picks.
 class AlgorithmOverrides {
  public:
   using Pins = std::vector<std::pair<std::string, std::string>>;  // (key, value) in the order written
@@ -359,6 +359,9 @@ class AlgorithmOverrides {
         Registry::apply(a, checked, pins);
         if (colon == std::string_view::npos) {
           o.all_ = {a, pins};
+          o.all_runs_.clear();
+          for (Collective c : Registry::Collectives::ids)
+            if (a == Algorithm::automatic || Registry::implements(a, c)) o.all_runs_.push_back(c);
           o.per_collective_.clear();
         } else {
           o.set(Registry::Collectives::parse(entry.substr(0, colon)), {a, pins});
@@ -381,12 +384,14 @@ class AlgorithmOverrides {
     Pins pins;
   };
   Entry all_;                                                 // an entry without a collective
+  std::vector<Collective> all_runs_;                          // the collectives all_'s algorithm runs
   std::vector<std::pair<Collective, Entry>> per_collective_;  // those with one, written after it
 
   const Entry& entry(Collective c) const {
+    static const Entry automatic;
     for (const auto& [k, e] : per_collective_)
       if (k == c) return e;
-    return all_;
+    return std::find(all_runs_.begin(), all_runs_.end(), c) != all_runs_.end() ? all_ : automatic;
   }
   void set(Collective c, Entry e) {
     for (auto& [k, old] : per_collective_)

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/all_to_all.hpp"
+#include "paro/algorithms/cost/all_to_all_cost.hpp"
 #include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/activity.hpp"
@@ -193,12 +195,14 @@ void ring_all_reduce(T& t, const void* in, void* out, std::size_t count, DataTyp
   ring_all_gather(t, out, layout, dt, params);
 }
 
-// The descriptor (registry.hpp): a ring of n-1 steps per phase, on any scope.
+// The descriptor (registry.hpp): a ring of n-1 steps per phase, on any scope; its all_to_all is the
+// pairwise exchange in ring order (all_to_all.hpp).
 struct Ring {
   static constexpr Algorithm id = Algorithm::ring;
   static constexpr const char* name = "ring";
   static constexpr Family family = Family::flat;
   static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
+    if (c == Collective::all_to_all) return {pairwise_all_to_all_time(m, N, s)};
     return {m.flat_ring(c, N, s.ranks, m.ring_link(s))};
   }
   template <class Ctx>
@@ -212,6 +216,10 @@ struct Ring {
   template <class Ctx>
   static void reduce_scatter(Ctx& x, const Call& c) {
     ring_reduce_scatter(x.comm(), c.send, c.recv, BlockLayout::uniform(x.comm().size(), c.count), c.dt, c.op, x.ring());
+  }
+  template <class Ctx>
+  static void all_to_all(Ctx& x, const Call& c) {
+    pairwise_all_to_all(x.comm(), c);
   }
 };
 

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/all_to_all.hpp"
+#include "paro/algorithms/cost/all_to_all_cost.hpp"
 #include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/activity.hpp"
@@ -182,6 +184,7 @@ struct Tree {
   static constexpr const char* name = "tree";
   static constexpr Family family = Family::flat;
   static Prediction predict(const CostModel& m, Collective c, double N, const CostShape& s) {
+    if (c == Collective::all_to_all) return {bruck_all_to_all_time(m, N, s)};
     return {m.flat_tree(c, N, s.ranks, s)};
   }
   template <class Ctx>
@@ -195,6 +198,10 @@ struct Tree {
   template <class Ctx>
   static void reduce_scatter(Ctx& x, const Call& c) {
     tree_reduce_scatter(x.comm(), c.send, c.recv, c.count, c.dt, c.op);
+  }
+  template <class Ctx>
+  static void all_to_all(Ctx& x, const Call& c) {
+    bruck_all_to_all(x.comm(), c);
   }
 };
 

@@ -10,6 +10,8 @@
 //   reduce_scatter(send, recv, count)      send holds size()*count, recv holds count; in place when
 //                                          recv == send + rank()*count (the other blocks of send are then
 //                                          left undefined)
+//   all_to_all(send, recv, count)          both hold size()*count; block j of send goes to rank j, block j
+//                                          of recv comes from rank j; in place when send == recv
 //   broadcast(buf, count, root)            buf holds count elements; the root's become everyone's
 // All ranks must call the same verbs in the same order with the same count, type, op, algorithm and scope.
 // Buffers belong to the caller; a verb returns when this rank's part is complete and its buffers may be
@@ -21,6 +23,7 @@
 //
 // Algorithms: ring and tree (flat), mics_hcs, paro_seq and paro_cc (hierarchical: over the levels of the
 // topology among the scope's ranks), native (the backend's own), automatic (the cost model's fastest).
+// all_to_all's: ring (pairwise exchange), tree (Bruck's), paro_seq and paro_cc (hierarchical).
 // The settings that change how they run are a Tuning (communicator/tuning.hpp).
 
 #include <cstddef>

@@ -33,6 +33,11 @@ class Verbs {
   void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
     self().collective(Collective::reduce_scatter, send, recv, count, dt, op, std::move(o));
   }
+  // Block j of send (count elements; send and recv hold size()*count) goes to rank j, where it becomes
+  // block rank(); in place when send == recv. Errors as all_reduce.
+  void all_to_all(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
+    self().collective(Collective::all_to_all, send, recv, count, dt, ReduceOp::sum, std::move(o));
+  }
 
   // Nonblocking forms (progress.hpp): the arguments are checked now (a UsageError is thrown here); the
   // collective runs on the communicator's progress thread after everything issued before it, and the Request
@@ -47,6 +52,9 @@ class Verbs {
   Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, Options o = {}) {
     return self().icollective(Collective::reduce_scatter, send, recv, count, dt, op, std::move(o));
   }
+  Request iall_to_all(const void* send, void* recv, std::size_t count, DataType dt, Options o = {}) {
+    return self().icollective(Collective::all_to_all, send, recv, count, dt, ReduceOp::sum, std::move(o));
+  }
 
   template <class T>
   void all_reduce(const T* send, T* recv, std::size_t count, ReduceOp op, Options o = {}) {
@@ -59,6 +67,10 @@ class Verbs {
   template <class T>
   void reduce_scatter(const T* send, T* recv, std::size_t count, ReduceOp op, Options o = {}) {
     reduce_scatter(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, op, std::move(o));
+  }
+  template <class T>
+  void all_to_all(const T* send, T* recv, std::size_t count, Options o = {}) {
+    all_to_all(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, std::move(o));
   }
   template <class T>
   void broadcast(T* buf, std::size_t count, int root, Options o = {}) {
@@ -77,6 +89,10 @@ class Verbs {
   Request ireduce_scatter(const T* send, T* recv, std::size_t count, ReduceOp op, Options o = {}) {
     return ireduce_scatter(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, op,
                            std::move(o));
+  }
+  template <class T>
+  Request iall_to_all(const T* send, T* recv, std::size_t count, Options o = {}) {
+    return iall_to_all(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, std::move(o));
   }
   template <class T>
   Request ibroadcast(T* buf, std::size_t count, int root, Options o = {}) {

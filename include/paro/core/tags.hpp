@@ -5,6 +5,7 @@
 
 namespace paro::tags {
 
+constexpr int all_to_all = 0x41;        // algorithms/all_to_all.hpp
 constexpr int broadcast = 0x42;         // algorithms/broadcast.hpp
 constexpr int control = 0x43;           // transport/control.hpp: control all-gather, barrier
 constexpr int direct = 0x44;            // algorithms/direct.hpp
@@ -17,6 +18,7 @@ constexpr int paced_setup = 0x7e57;     // transport/paced.hpp: placing ranks on
 // " (ring)" for a tag above, for error messages; "" for another.
 inline const char* describe(int tag) {
   switch (tag) {
+    case all_to_all: return " (all_to_all)";
     case broadcast: return " (broadcast)";
     case control: return " (control: barrier or all-gather)";
     case direct: return " (direct exchange)";

@@ -121,7 +121,8 @@ algorithms::FitReport calibrate(Communicator<Transport, Registry>& comm, int rou
         const BufferShape buffers = Collectives::shape(coll, count, n, comm.rank());
         const double measured_bytes = static_cast<double>(count * 4 * Collectives::blocks(coll, n));
         std::vector<bool> lanes_inline{shape.lanes == algorithms::LaneChoice::inline_only};
-        if (both_lanes && algo == Algorithm::paro_cc) lanes_inline = {false, true};
+        // (paro_cc's all_to_all runs on the caller's thread whatever its lanes)
+        if (both_lanes && algo == Algorithm::paro_cc && coll != Collective::all_to_all) lanes_inline = {false, true};
         for (bool on_caller : lanes_inline) {
           by_size.back().push_back(
               {timings.size(), count, std::vector<float>(buffers.in), std::vector<float>(buffers.out)});

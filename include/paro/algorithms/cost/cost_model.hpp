@@ -373,6 +373,7 @@ class CostModel {
       case Collective::reduce_scatter: return steps + folding + ((p - 1.0) / p + fold) * reduce_us(N);
       case Collective::all_reduce:
         return 2 * steps + fold * (2 * slowest.alpha + 2 * N * slowest.beta) + ((p - 1.0) / p + fold) * reduce_us(N);
+      case Collective::all_to_all: break;  // Bruck's exchange, all_to_all_cost.hpp
     }
     return 0;
   }

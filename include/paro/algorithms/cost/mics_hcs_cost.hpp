@@ -30,6 +30,7 @@ inline double mics_hcs_time(const CostModel& model, Collective c, double N, cons
     case Collective::all_reduce:
       return model.flat_ring(Collective::reduce_scatter, N, m, unit) + model.flat_ring(c, N / m, g, rail) +
              model.copy_us(N / m) + model.flat_ring(Collective::all_gather, N, m, unit);
+    case Collective::all_to_all: break;  // mics_hcs has no all_to_all schedule
   }
   return 0;
 }
