@@ -99,6 +99,6 @@ def topology(group: dist.ProcessGroup | None = None) -> dict:
 
 
 def algorithm_for(collective: str, nbytes: int, group: dist.ProcessGroup | None = None) -> str:
-    """The algorithm paro runs for a collective ('all_reduce', 'all_gather', 'reduce_scatter') whose full
-    buffer holds ``nbytes`` bytes on this group."""
+    """The algorithm paro runs for a collective ('all_reduce', 'all_gather', 'reduce_scatter', 'all_to_all')
+    whose full buffer holds ``nbytes`` bytes on this group."""
     return backend_of(group).algorithm_for(collective, nbytes)

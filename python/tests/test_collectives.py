@@ -36,7 +36,7 @@ def same(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
 
 
 def check_all(rank: int, n: int, paro, gloo, counts, dtypes=DTYPES, device: str = "cpu") -> None:
-    """paro's results on `device` against gloo's on the CPU."""
+    """paro's results on `device` against gloo's on the CPU (all_to_all's against their exact values)."""
     size = dist.get_world_size(paro)
     me = dist.get_rank(paro)
     for dtype in dtypes:
@@ -72,6 +72,7 @@ def check_all(rank: int, n: int, paro, gloo, counts, dtypes=DTYPES, device: str 
                 got = torch.empty(count, dtype=dtype, device=device)
                 dist.reduce_scatter_tensor(got, full, op=op, group=paro)
                 same(got.cpu(), want, f"reduce_scatter_tensor {op} {tag}")
+            check_all_to_all(me, size, paro, count, dtype, device)
             # broadcast from every root
             for root in range(size):
                 b = values(me, count, dtype, salt=2)
@@ -79,6 +80,31 @@ def check_all(rank: int, n: int, paro, gloo, counts, dtypes=DTYPES, device: str 
                 dist.broadcast(a, group_src=root, group=paro)
                 dist.broadcast(b, group_src=root, group=gloo)
                 same(a.cpu(), b, f"broadcast root {root} {tag}")
+
+
+def check_all_to_all(me: int, size: int, paro, count: int, dtype: torch.dtype, device: str) -> None:
+    """all_to_all_single with equal blocks and with uneven splits (some zero), and the list form."""
+    tag = f"{dtype} count={count} n={size}"
+    sent = [values(j, size * count, dtype, salt=3) for j in range(size)]
+    got = torch.empty(size * count, dtype=dtype, device=device)
+    dist.all_to_all_single(got, sent[me].to(device), group=paro)
+    want = torch.cat([sent[j][me * count:(me + 1) * count] for j in range(size)])
+    same(got.cpu(), want, f"all_to_all_single {tag}")
+
+    def rows(j: int, k: int) -> int:  # rows rank j sends rank k: 0 .. 3, different per pair
+        return (j + 2 * k + count) % 4
+
+    width = 3
+    inputs = [values(j, width * sum(rows(j, k) for k in range(size)), dtype, salt=4).view(-1, width)
+              for j in range(size)]
+    want = torch.cat([inputs[j].split([rows(j, k) for k in range(size)])[me] for j in range(size)])
+    got = torch.empty(want.shape, dtype=dtype, device=device)
+    dist.all_to_all_single(got, inputs[me].to(device), [rows(j, me) for j in range(size)],
+                           [rows(me, k) for k in range(size)], group=paro)
+    same(got.cpu(), want, f"all_to_all_single uneven {tag}")
+    outs = [torch.empty(rows(j, me), width, dtype=dtype, device=device) for j in range(size)]
+    dist.all_to_all(outs, [t.to(device) for t in inputs[me].split([rows(me, k) for k in range(size)])], group=paro)
+    same(torch.cat([o.cpu() for o in outs]), want, f"all_to_all {tag}")
 
 
 def body_world(rank: int, n: int) -> None:
@@ -113,6 +139,7 @@ def body_algorithms(rank: int, n: int) -> None:
         group = dist.new_group(backend="paro", pg_options=paro_torch.Options(algorithm=algorithm))
         for collective in ("all_reduce", "all_gather", "reduce_scatter"):
             assert paro_torch.algorithm_for(collective, 1 << 20, group) == algorithm
+        # (mics_hcs has no all_to_all: the group's all_to_all is automatic's)
         check_all(rank, n, group, gloo, [0, 7, 1000], [torch.float32, torch.bfloat16, torch.int64])
 
 

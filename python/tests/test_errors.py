@@ -30,6 +30,12 @@ def body_bad_arguments(rank: int, n: int) -> None:
     backend = dist.group.WORLD._get_backend(torch.device("cpu"))
     with pytest.raises(ValueError, match="a tensor on meta; allowed: cpu"):
         backend.allreduce([torch.ones(3, device="meta")])
+    with pytest.raises(ValueError, match="do not split evenly over"):
+        dist.all_to_all_single(torch.empty(2 * n + 1), torch.ones(2 * n + 1))
+    with pytest.raises(ValueError, match=f"input_split_sizes add up to {n} rows; the tensor has {2 * n}"):
+        dist.all_to_all_single(torch.empty(2 * n), torch.ones(2 * n), [2] * n, [1] * n)
+    with pytest.raises(ValueError, match="one of each per rank"):
+        dist.all_to_all([torch.empty(1)] * n, [torch.ones(1)] * (n + 1))
     # The group still works after rejected calls: nothing was issued.
     t = torch.ones(4)
     dist.all_reduce(t)

@@ -5,7 +5,7 @@ runs them for gloo: each test spawns WORLD_SIZE processes that init_process_grou
 paro is declared a plugin backend with DDP and subgroups (DistTestCases.backend_feature), which is how
 torch's suite admits backends it does not know. Only allow-listed tests run: the tests of the collectives
 the backend implements (most of the rest need methods paro does not have: send/recv, gather, scatter,
-all_to_all, reduce; or CUDA; the *_group tests need 8 processes; test_ddp_logging_data_cpu expects DDP's log
+reduce; torch runs its CPU all_to_all tests only for mpi; or CUDA; the *_group tests need 8 processes; test_ddp_logging_data_cpu expects DDP's log
 to name the backend, where torch names every plugin "custom"; the *_object_* tests run only for gloo, nccl,
 ucc and xccl in torch 2.15, and test_barrier_timeout_global only for gloo). Each test starts 4 fresh processes,
 about 15 s apiece on 2 cores, so the default is a selection that covers every method and DDP (CI runs it);

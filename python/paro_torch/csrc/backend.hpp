@@ -19,10 +19,12 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
@@ -192,6 +194,70 @@ class Backend : public c10d::Backend {
     return enqueue(route, c10d::OpType::COALESCED, "paro:reduce_scatter_tensor_coalesced", outputs, std::move(steps));
   }
 
+  // dist.all_to_all_single: rows of input (dim 0) to each rank by input_splits, rows of output from each rank
+  // by output_splits (empty: size(0) / group size each).
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<std::int64_t>& output_splits,
+                                               std::vector<std::int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& = c10d::AllToAllOptions()) override {
+    const char* what = "all_to_all_single";
+    check_dense(output, what);
+    check_dense(input, what);
+    check_alike(output, input, what);
+    data_type_of(input);
+    const std::int64_t row = row_elements(input);
+    TORCH_CHECK_VALUE(row_elements(output) == row, "paro backend ", what, ": output rows of ", row_elements(output),
+                      " elements for input rows of ", row, "; they must be equal");
+    std::vector<std::int64_t> sends = splits(input_splits, input, "input_split_sizes", what);
+    std::vector<std::int64_t> receives = splits(output_splits, output, "output_split_sizes", what);
+    for (auto* counts : {&sends, &receives})
+      for (std::int64_t& c : *counts) c *= row;
+    Route route = route_for(input);
+    at::Tensor src = input.contiguous();
+    Staged s = staged(output);
+    // Without split sizes every rank's blocks are alike (torch's rule), so no rank needs to ask the others.
+    const bool even = input_splits.empty() && output_splits.empty();
+    Step step = exchange(route, src, sends, s.buffer, receives, even);
+    step.after = [after = std::move(step.after), copy_back = s.copy_back] {
+      after();
+      copy_back();
+    };
+    return enqueue(route, c10d::OpType::ALLTOALL_BASE, "paro:all_to_all_single", {output}, {std::move(step)});
+  }
+
+  // dist.all_to_all: inputs[j] to rank j, outputs[j] from rank j; any sizes that the ranks agree on.
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& = c10d::AllToAllOptions()) override {
+    const char* what = "all_to_all";
+    TORCH_CHECK_VALUE(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+                      "paro backend ", what, ": ", inputs.size(), " inputs and ", outputs.size(),
+                      " outputs for a group of ", size_, "; one of each per rank");
+    std::vector<std::int64_t> sends, receives;
+    for (int j = 0; j < size_; ++j) {
+      for (const at::Tensor* t : {&inputs[j], &outputs[j]}) {
+        check_dense(*t, what);
+        check_alike(*t, inputs.front(), what);
+      }
+      sends.push_back(inputs[j].numel());
+      receives.push_back(outputs[j].numel());
+    }
+    data_type_of(inputs.front());
+    Route route = route_for(inputs.front());
+    at::Tensor flat_in = flatten(inputs);
+    at::Tensor flat_out =
+        at::empty({std::accumulate(receives.begin(), receives.end(), std::int64_t{0})}, inputs.front().options());
+    Step step = exchange(route, flat_in, sends, flat_out, receives, false);
+    step.after = [after = std::move(step.after), flat_out, outputs] {
+      after();
+      std::int64_t at = 0;
+      for (const at::Tensor& t : outputs) {
+        t.copy_(flat_out.narrow(0, at, t.numel()).view_as(t));
+        at += t.numel();
+      }
+    };
+    return enqueue(route, c10d::OpType::ALLTOALL, "paro:all_to_all", outputs, {std::move(step)});
+  }
+
   // An all-reduce of one byte: it completes on a rank only once every rank has contributed.
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& = c10d::BarrierOptions()) override {
     at::Tensor token = at::zeros({1}, at::kByte);
@@ -273,6 +339,74 @@ class Backend : public c10d::Backend {
     if (t.is_contiguous()) return {t, [t] {}};
     at::Tensor copy = t.contiguous();
     return {copy, [t, copy] { t.copy_(copy); }};
+  }
+
+  // Elements per row (dim 0) of t; a 0-d tensor is one row of one.
+  static std::int64_t row_elements(const at::Tensor& t) {
+    std::int64_t row = 1;
+    for (std::int64_t d = 1; d < t.dim(); ++d) row *= t.size(d);
+    return row;
+  }
+
+  // Rows per rank: the given split sizes, checked against t, or t's rows cut evenly.
+  std::vector<std::int64_t> splits(const std::vector<std::int64_t>& given, const at::Tensor& t, const char* name,
+                                   const char* what) const {
+    const std::int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    if (given.empty()) {
+      TORCH_CHECK_VALUE(rows % size_ == 0, "paro backend ", what, ": ", rows, " rows do not split evenly over ", size_,
+                        " ranks; give ", name);
+      return std::vector<std::int64_t>(static_cast<std::size_t>(size_), rows / size_);
+    }
+    TORCH_CHECK_VALUE(static_cast<int>(given.size()) == size_, "paro backend ", what, ": ", given.size(), " ", name,
+                      " for a group of ", size_, "; one per rank");
+    std::int64_t sum = 0;
+    for (std::int64_t g : given) {
+      TORCH_CHECK_VALUE(g >= 0, "paro backend ", what, ": ", name, " has ", g, "; sizes are >= 0");
+      sum += g;
+    }
+    TORCH_CHECK_VALUE(sum == rows, "paro backend ", what, ": ", name, " add up to ", sum, " rows; the tensor has ",
+                      rows);
+    return given;
+  }
+
+  // send_counts[j] elements of src (in rank order) to rank j, recv_counts[j] from rank j into dst. `even`
+  // (every rank's blocks alike, known to all): one all_to_all. Otherwise the blocks travel padded to the
+  // largest count of any rank, agreed by an all-reduce of one integer on the host communicator, so skewed
+  // splits cost the largest block's bytes (paro's all_to_all takes equal blocks).
+  Step exchange(const Route& route, const at::Tensor& src, const std::vector<std::int64_t>& send_counts,
+                const at::Tensor& dst, const std::vector<std::int64_t>& recv_counts, bool even) {
+    const DataType dt = data_type_of(src);
+    if (even) {
+      Request r = translating([&] {
+        return route.comm.iall_to_all(src.data_ptr(), dst.data_ptr(), static_cast<std::size_t>(send_counts.front()), dt,
+                                      route.options());
+      });
+      return {r, [src, dst] {}};
+    }
+    std::int64_t largest = std::max(*std::max_element(send_counts.begin(), send_counts.end()),
+                                    *std::max_element(recv_counts.begin(), recv_counts.end()));
+    translating([&] { comm_->all_reduce(&largest, &largest, 1, ReduceOp::max); });
+    at::Tensor padded_in = at::zeros({size_ * largest}, src.options());
+    at::Tensor padded_out = at::empty({size_ * largest}, src.options());
+    std::int64_t at = 0;
+    for (int j = 0; j < size_; ++j) {
+      padded_in.narrow(0, j * largest, send_counts[j]).copy_(src.reshape({-1}).narrow(0, at, send_counts[j]));
+      at += send_counts[j];
+    }
+    Request r = translating([&] {
+      return route.comm.iall_to_all(padded_in.data_ptr(), padded_out.data_ptr(), static_cast<std::size_t>(largest), dt,
+                                    route.options());
+    });
+    auto unpad = [padded_in, padded_out, dst, recv_counts, largest] {
+      at::Tensor flat = dst.reshape({-1});
+      std::int64_t into = 0;
+      for (std::size_t j = 0; j < recv_counts.size(); ++j) {
+        flat.narrow(0, into, recv_counts[j])
+            .copy_(padded_out.narrow(0, static_cast<std::int64_t>(j) * largest, recv_counts[j]));
+        into += recv_counts[j];
+      }
+    };
+    return {r, unpad};
   }
 
   static at::Tensor flatten(const std::vector<at::Tensor>& tensors) {

@@ -95,13 +95,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
             return std::string(comm.name_of(comm.resolve(paro::parse_collective(collective), bytes)));
           },
           py::arg("collective"), py::arg("bytes"),
-          "the algorithm a collective ('all_reduce', 'all_gather', 'reduce_scatter') over a full buffer of this "
+          "the algorithm a collective ('all_reduce', 'all_gather', 'reduce_scatter', 'all_to_all') over a full buffer "
+          "of this "
           "many bytes runs")
       .def("direct", &direct, py::arg("collective"), py::arg("output"), py::arg("input"),
            py::call_guard<py::gil_scoped_release>(),
            "runs a collective on the group's paro communicator and waits, without torch.distributed's layer (no "
-           "Work, future or completion thread): what benchmarks compare the backend with. all_reduce: output in "
-           "place (input unused); all_gather / reduce_scatter: input -> output. Dense contiguous tensors of one type");
+           "Work, future or completion thread): what benchmarks compare the backend with. all_reduce, all_to_all: "
+           "output in place (input unused); all_gather / reduce_scatter: input -> output. Dense contiguous tensors of "
+           "one type");
 
   m.def("create_backend", &create_backend, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("algorithms"),
         py::arg("grouping"), py::arg("transport"), py::arg("global_ranks"), py::arg("world_size"),
