@@ -24,6 +24,7 @@
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/hierarchy.hpp"
+#include "paro/algorithms/layout.hpp"
 #include "paro/core/activity.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/tags.hpp"
@@ -34,7 +35,6 @@ namespace paro::algorithms {
 namespace all_to_all_detail {
 constexpr int tag = tags::all_to_all;
 constexpr int exchanges_in_flight = static_cast<int>(CostModel::direct_window);
-inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // The call's input where a schedule may read it while recv fills: send itself, or (in place) a copy.
 template <class T>
@@ -43,8 +43,7 @@ struct Input {
   const char* data;
   Input(T& t, const Call& c, std::size_t bytes) : copy(t.allocate(c.send == c.recv ? bytes : 0)) {
     if (c.send == c.recv) t.copy(copy.data(), c.send, bytes);
-    data =
-        c.send == c.recv ? static_cast<const char*>(static_cast<void*>(copy.data())) : static_cast<const char*>(c.send);
+    data = c.send == c.recv ? copy.data() : static_cast<const char*>(c.send);
   }
 };
 }  // namespace all_to_all_detail
@@ -55,14 +54,15 @@ template <class T, class SendAt, class RecvAt>
 void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, std::size_t bytes) {
   namespace d = all_to_all_detail;
   const int n = t.size(), r = t.rank();
-  if (recv_at(r) != send_at(r)) t.copy(recv_at(r), send_at(r), bytes);
+  char* const mine = recv_at(r);
+  if (mine != send_at(r)) t.copy(mine, send_at(r), bytes);
   if (n == 1) return;
   activity::PhaseScope phase("pairwise all-to-all");
   const int w = std::min(d::exchanges_in_flight, n - 1);
   std::vector<typename T::Request> recvs(static_cast<std::size_t>(w)), sends(recvs.size());
   auto post = [&](int k) {
     const std::size_t slot = static_cast<std::size_t>((k - 1) % w);
-    const int from = d::mod(r - k, n), to = d::mod(r + k, n);
+    const int from = mod(r - k, n), to = mod(r + k, n);
     recvs[slot] = t.irecv(recv_at(from), bytes, from, d::tag);
     t.wait(sends[slot]);
     sends[slot] = t.isend(send_at(to), bytes, to, d::tag);
@@ -98,7 +98,7 @@ void bruck_all_to_all(T& t, const Call& c) {
   char* slot = slots.data();
   auto at = [block](auto* base, int j) { return base + static_cast<std::size_t>(j) * block; };
   // The rotation reads all of send before recv is written, so in place needs no copy aside.
-  for (int j = 0; j < n; ++j) t.copy(at(slot, j), at(in, d::mod(r + j, n)), block);
+  for (int j = 0; j < n; ++j) t.copy(at(slot, j), at(in, mod(r + j, n)), block);
   if (n > 1) {
     activity::PhaseScope phase("bruck all-to-all");
     auto outgoing = t.allocate(all / 2 + block), incoming = t.allocate(all / 2 + block);
@@ -106,8 +106,8 @@ void bruck_all_to_all(T& t, const Call& c) {
       std::size_t moved = 0;
       for (int j = dist; j < n; ++j)
         if (j & dist) t.copy(outgoing.data() + block * moved++, at(slot, j), block);
-      auto recv = t.irecv(incoming.data(), block * moved, d::mod(r - dist, n), d::tag);
-      auto send = t.isend(outgoing.data(), block * moved, d::mod(r + dist, n), d::tag);
+      auto recv = t.irecv(incoming.data(), block * moved, mod(r - dist, n), d::tag);
+      auto send = t.isend(outgoing.data(), block * moved, mod(r + dist, n), d::tag);
       t.wait(recv);
       t.wait(send);
       moved = 0;
@@ -115,7 +115,7 @@ void bruck_all_to_all(T& t, const Call& c) {
         if (j & dist) t.copy(at(slot, j), incoming.data() + block * moved++, block);
     }
   }
-  for (int j = 0; j < n; ++j) t.copy(at(out, d::mod(r - j, n)), at(slot, j), block);
+  for (int j = 0; j < n; ++j) t.copy(at(out, mod(r - j, n)), at(slot, j), block);
 }
 
 // The hierarchical exchange over h's levels (see the top of this file): send_at(j) and recv_at(j) as in
@@ -148,12 +148,12 @@ void hierarchical_exchange(Hierarchy<T>& h, const SendBlockAt& send_at, const Re
   const bool pipelined = overlap && !is_stepwise_v<T>;
   std::vector<typename T::Request> recvs, sends;
   if (pipelined)
-    for (int k = 1; k < units; ++k) recvs.push_back(rail.irecv(in_piece(k), piece, d::mod(me - k, units), d::tag));
+    for (int k = 1; k < units; ++k) recvs.push_back(rail.irecv(in_piece(k), piece, mod(me - k, units), d::tag));
   exchange_in_unit(me, [&](int l) { return recv_at(h.member(me, l)); });
   for (int k = 1; k < units; ++k) {
-    exchange_in_unit(d::mod(me + k, units), [&](int l) { return out_piece(k) + bytes * static_cast<std::size_t>(l); });
+    exchange_in_unit(mod(me + k, units), [&](int l) { return out_piece(k) + bytes * static_cast<std::size_t>(l); });
     if (pipelined) {
-      sends.push_back(rail.isend(out_piece(k), piece, d::mod(me + k, units), d::tag));
+      sends.push_back(rail.isend(out_piece(k), piece, mod(me + k, units), d::tag));
       issue_posted(rail);
     }
   }
@@ -164,11 +164,11 @@ void hierarchical_exchange(Hierarchy<T>& h, const SendBlockAt& send_at, const Re
     // Rail member v gets piece me->v and sends me piece v->me: pairwise over the rail, a piece per block
     // (no piece of my own: both of mine point at one place, so nothing is copied).
     pairwise_exchange(
-        rail, [&](int v) -> const char* { return v == me ? in_piece(1) : out_piece(d::mod(v - me, units)); },
-        [&](int v) { return v == me ? in_piece(1) : in_piece(d::mod(me - v, units)); }, piece);
+        rail, [&](int v) -> const char* { return v == me ? in_piece(1) : out_piece(mod(v - me, units)); },
+        [&](int v) { return v == me ? in_piece(1) : in_piece(mod(me - v, units)); }, piece);
   }
   for (int k = 1; k < units; ++k) {
-    const int from = d::mod(me - k, units);
+    const int from = mod(me - k, units);
     for (int l = 0; l < g; ++l)
       rail.copy(recv_at(h.member(from, l)), in_piece(k) + bytes * static_cast<std::size_t>(l), bytes);
   }

@@ -38,8 +38,8 @@ inline bool broadcast_chains(int n, std::size_t bytes, std::size_t chunk_bytes) 
 
 template <class T>
 void binomial_broadcast(T& t, void* buf, std::size_t bytes, int root) {
-  const int n = t.size(), v = ring_detail::mod(t.rank() - root, n);
-  auto actual = [&](int relative) { return ring_detail::mod(relative + root, n); };
+  const int n = t.size(), v = mod(t.rank() - root, n);
+  auto actual = [&](int relative) { return mod(relative + root, n); };
   int mask = 1;
   for (; mask < n; mask <<= 1) {
     if (v & mask) {
@@ -58,8 +58,8 @@ void binomial_broadcast(T& t, void* buf, std::size_t bytes, int root) {
 // which makes this a plain chain).
 template <class T>
 void chain_broadcast(T& t, void* buf, std::size_t bytes, int root, const RingParams& params) {
-  const int n = t.size(), v = ring_detail::mod(t.rank() - root, n);
-  const int prev = ring_detail::mod(t.rank() - 1, n), next = ring_detail::mod(t.rank() + 1, n);
+  const int n = t.size(), v = mod(t.rank() - root, n);
+  const int prev = mod(t.rank() - 1, n), next = mod(t.rank() + 1, n);
   const ChunkPlan plan = ChunkPlan::for_layout(BlockLayout::uniform(1, bytes), 1, params.chunk_bytes);
   char* data = static_cast<char*>(buf);
   auto piece = [&](std::size_t c) { return plan.piece(bytes, c); };

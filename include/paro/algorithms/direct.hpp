@@ -44,7 +44,7 @@ void direct_all_gather(T& t, void* buf, const Layout* layouts, std::size_t lists
   std::vector<typename T::Request> recvs(static_cast<std::size_t>(w) * lists), sends(recvs.size());
   // Exchange k: receive block r-k from its owner, send this rank's block to rank r+k (whose k-th it is).
   auto post = [&](int k) {
-    const int from = ring_detail::mod(r - k, n), to = ring_detail::mod(r + k, n);
+    const int from = mod(r - k, n), to = mod(r + k, n);
     for (std::size_t l = 0; l < lists; ++l) {
       const std::size_t slot = static_cast<std::size_t>((k - 1) % w) * lists + l;
       recvs[slot] = t.irecv(block(l, from), layouts[l].count(from) * esize, from, direct_detail::tag);
@@ -57,7 +57,7 @@ void direct_all_gather(T& t, void* buf, const Layout* layouts, std::size_t lists
   for (int k = 1; k < n; ++k) {
     for (std::size_t l = 0; l < lists; ++l) t.wait(recvs[static_cast<std::size_t>((k - 1) % w) * lists + l]);
     if (k + w < n) post(k + w);
-    run_hook(t, after_block, ring_detail::mod(r - k, n));
+    run_hook(t, after_block, mod(r - k, n));
   }
   t.wait_all(sends);
 }
@@ -102,7 +102,7 @@ void direct_reduce_scatter(T& t, const void* in, char* const* outs, const Layout
   // Exchange k: receive rank r+k's partials of my blocks, send my partials of rank r-k's (its k-th).
   auto post = [&](int k) {
     const std::size_t first = static_cast<std::size_t>((k - 1) % w) * lists;
-    const int to = ring_detail::mod(r - k, n), from = ring_detail::mod(r + k, n);
+    const int to = mod(r - k, n), from = mod(r + k, n);
     for (std::size_t l = 0; l < lists; ++l)
       recvs[first + l] = t.irecv(slot(l, k), mine(l) * esize, from, direct_detail::tag);
     run_hook(t, before_block, to);

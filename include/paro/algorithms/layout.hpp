@@ -9,6 +9,9 @@
 
 namespace paro::algorithms {
 
+// Rank a taken around a ring of n (a may be negative: r - k).
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
 // n blocks of elements: either all `per_block` long, or `total` split as evenly as possible
 // (the first total % n blocks one element longer).
 class BlockLayout {

@@ -34,7 +34,6 @@ struct RingParams {
 
 namespace ring_detail {
 constexpr int tag = tags::ring;
-inline int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace ring_detail
 
 // Hooks let a hierarchical schedule overlap another level with the ring: the reduce-scatter calls
@@ -82,7 +81,7 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, 
     t.copy(output, input + layout.offset(0) * esize, layout.count(0) * esize);
     return;
   }
-  const int right = ring_detail::mod(r + 1, n), left = ring_detail::mod(r - 1, n);
+  const int right = mod(r + 1, n), left = mod(r - 1, n);
   const ChunkPlan plan = ChunkPlan::for_layout(layout, esize, params.chunk_bytes);
   const std::size_t items = static_cast<std::size_t>(n - 1) * plan.chunks;
   const std::size_t window = receive_window<BeforeBlock>(params, plan.chunks, items);
@@ -96,11 +95,11 @@ void ring_reduce_scatter(T& t, const void* in, void* out, const Layout& layout, 
   auto slots = t.allocate(slot_count * slot_bytes);
   auto slot = [&](std::size_t item) { return slots.data() + (item % slot_count) * slot_bytes; };
   // At step s a rank sends block r-s-1 and receives block r-s-2, adding its own contribution.
-  auto recv_block = [&](std::size_t item) { return ring_detail::mod(r - static_cast<int>(item / plan.chunks) - 2, n); };
+  auto recv_block = [&](std::size_t item) { return mod(r - static_cast<int>(item / plan.chunks) - 2, n); };
   auto chunk_of = [&](int block, std::size_t item) { return plan.piece(layout.count(block), item % plan.chunks); };
 
   std::vector<typename T::Request> first_sends;
-  const int first_block = ring_detail::mod(r - 1, n);
+  const int first_block = mod(r - 1, n);
   before_block(first_block);
   for (std::size_t c = 0; c < plan.chunks; ++c) {
     auto [off, len] = plan.piece(layout.count(first_block), c);
@@ -144,7 +143,7 @@ void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const R
   if (n == 1) return after_block(0);
   const std::size_t esize = size_of(dt);
   char* data = static_cast<char*>(buf);
-  const int right = ring_detail::mod(r + 1, n), left = ring_detail::mod(r - 1, n);
+  const int right = mod(r + 1, n), left = mod(r - 1, n);
   const ChunkPlan plan = ChunkPlan::for_layout(layout, esize, params.chunk_bytes);
   const std::size_t items = static_cast<std::size_t>(n - 1) * plan.chunks;
   const std::size_t window = receive_window<AfterBlock>(params, plan.chunks, items);
@@ -153,7 +152,7 @@ void ring_all_gather(T& t, void* buf, const Layout& layout, DataType dt, const R
     auto [off, len] = plan.piece(layout.count(block), c);
     return std::make_pair(data + (layout.offset(block) + off) * esize, len * esize);
   };
-  auto recv_block = [&](std::size_t item) { return ring_detail::mod(r - static_cast<int>(item / plan.chunks) - 1, n); };
+  auto recv_block = [&](std::size_t item) { return mod(r - static_cast<int>(item / plan.chunks) - 1, n); };
 
   // Sends complete in order; at most `in_flight` are outstanding: a long list of pending requests costs
   // MPI libraries (and SimGrid, linearly) time at every completion.

@@ -3,35 +3,23 @@
 // (cost_model.hpp); docs/algorithms.md, "all_to_all". N: one rank's buffer in bytes, n ranks, B = N/n.
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 
 #include "paro/algorithms/cost/cost_model.hpp"
 
 namespace paro::algorithms {
 
-namespace all_to_all_cost_detail {
-// A message of a flat scope's exchange: through the NIC (shared as every member sends at once) where the
-// scope spans nodes.
-inline CostModel::Hop exchange_hop(const CostModel& m, const CostShape& s) {
-  if (s.nodes <= 1) return m.hop(false, 0);
-  return m.hop(true, s.nic_flows, s.pods > 1 ? &s : nullptr, m.all_pod_flows(s));
-}
-inline double windows(int exchanges) { return std::ceil(std::max(exchanges, 0) / CostModel::direct_window); }
-}  // namespace all_to_all_cost_detail
-
 // Pairwise: a latency per window of exchanges in flight; the remote blocks through the NIC while the
 // local ones cross the intra links, at once; my own block copied.
 //   ceil((n-1)/16) a + max((n-m) B b_nic, (m-1) B b_intra) + copy(B)     (m: ranks of the fullest node)
 inline double pairwise_all_to_all_time(const CostModel& m, double N, const CostShape& s) {
-  namespace d = all_to_all_cost_detail;
   const int n = s.ranks;
   const double block = N / std::max(n, 1);
   if (n <= 1) return m.copy_us(block);
-  const CostModel::Hop slowest = d::exchange_hop(m, s), intra = m.hop(false, 0);
+  const CostModel::Hop slowest = m.all_senders_hop(s), intra = m.hop(false, 0);
   const int local = s.nodes > 1 ? std::clamp(s.ranks_per_node, 1, n) : n;
   const double remote = (n - local) * block * slowest.beta, near = (local - 1) * block * intra.beta;
-  return d::windows(n - 1) * slowest.alpha + std::max(remote, near) + m.copy_us(block);
+  return CostModel::windows(n - 1) * slowest.alpha + std::max(remote, near) + m.copy_us(block);
 }
 
 // Bruck: ceil(log2 n) steps; the step at distance d sends the blocks whose index has bit d (about half),
@@ -42,7 +30,7 @@ inline double bruck_all_to_all_time(const CostModel& m, double N, const CostShap
   const double block = N / std::max(n, 1);
   double time = m.copy_us(2 * N);
   if (n <= 1) return time;
-  const CostModel::Hop h = all_to_all_cost_detail::exchange_hop(m, s);
+  const CostModel::Hop h = m.all_senders_hop(s);
   for (int d = 1; d < n; d *= 2) {
     int moved = 0;
     for (int j = d; j < n; ++j) moved += (j & d) != 0;
@@ -58,11 +46,10 @@ inline double bruck_all_to_all_time(const CostModel& m, double N, const CostShap
 // One after the other (paro_seq): U piece + ceil((U-1)/16) a_rail + (U-1) g B b_rail + copy((U-1) g B).
 inline double hierarchical_all_to_all_level(const CostModel& m, double block, int members, const CostShape& s,
                                             std::size_t level, bool overlap) {
-  namespace d = all_to_all_cost_detail;
   if (members <= 1) return m.copy_us(block);
   if (level >= s.units.size()) {
     const CostModel::Hop h = m.leaf_hop(s);
-    return d::windows(members - 1) * h.alpha + (members - 1) * block * h.beta + m.copy_us(block);
+    return CostModel::windows(members - 1) * h.alpha + (members - 1) * block * h.beta + m.copy_us(block);
   }
   const int units = std::max(1, s.units[level]), g = members / units;
   const double piece = hierarchical_all_to_all_level(m, block, g, s, level + 1, overlap);
@@ -70,7 +57,7 @@ inline double hierarchical_all_to_all_level(const CostModel& m, double block, in
   const double one_piece = g * block * rail.beta, remote = units - 1.0;
   const double place = m.copy_us(remote * g * block);
   if (overlap) return piece + std::max(remote * piece + one_piece, remote * one_piece) + rail.alpha + place;
-  return units * piece + d::windows(units - 1) * rail.alpha + remote * one_piece + place;
+  return units * piece + CostModel::windows(units - 1) * rail.alpha + remote * one_piece + place;
 }
 
 inline double hierarchical_all_to_all_time(const CostModel& m, double N, const CostShape& s, bool overlap) {

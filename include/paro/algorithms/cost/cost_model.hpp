@@ -301,6 +301,11 @@ class CostModel {
   }
   // Every member of the scope sends across pods at once (a rail between pods, a tree's long step).
   double all_pod_flows(const CostShape& s) const { return s.pod_ranks * instances(s); }
+  // A message when every member sends at once to anywhere in the scope: through the NIC, shared by the
+  // node's senders, and across pods where the scope spans nodes and pods (a tree's step, an exchange).
+  Hop all_senders_hop(const CostShape& s) const {
+    return hop(s.nodes > 1, s.nic_flows, s.pods > 1 ? &s : nullptr, all_pod_flows(s));
+  }
   // Instances of the scope's collective that run at once on a node's ranks (one per group or rail).
   static double instances(const CostShape& s) { return s.nic_flows / std::max(1, s.ranks_per_node); }
   // The slowest link of a flat scope: its messages to the next rank (ring) or to all (direct).
@@ -345,7 +350,7 @@ class CostModel {
   // all take the NIC, shared by d senders. The fold of a non-power-of-two count takes the slowest hop.
   double flat_tree(Collective c, double N, int n, const CostShape& s) const {
     const bool in_order = s.ring_inter_hops * s.ranks_per_node <= s.ranks;
-    const Hop slowest = hop(s.nodes > 1, s.nic_flows, s.pods > 1 ? &s : nullptr, all_pod_flows(s));
+    const Hop slowest = all_senders_hop(s);
     auto halving_at = [&](int d) {
       if (!in_order || (s.pods > 1 && d >= s.pod_ranks)) return slowest;
       return hop(s.nodes > 1 && d >= s.ranks_per_node, s.nic_flows);
@@ -398,6 +403,8 @@ class CostModel {
     double tail(int n) const { return burst == 1 ? 0 : latency * std::ceil((n - 1) / static_cast<double>(burst)); }
   };
   static constexpr double direct_window = 16;  // exchanges in flight (direct.hpp)
+  // Windows of exchanges in flight that `exchanges` take, each paying one latency.
+  static double windows(int exchanges) { return std::ceil(std::max(exchanges, 0) / direct_window); }
   // all_direct: every level exchanges directly (Prediction::direct), else blocks up to PARO_DIRECT_MAX.
   Arrivals arrivals(const Hop& h, double block, int n, bool all_direct = false) const {
     if (all_direct || block <= direct_max_)
@@ -416,7 +423,7 @@ class CostModel {
   // latency per window of exchanges in flight.
   double direct(Collective c, int n, double lists, double block, const Hop& h) const {
     const double reduce = c == Collective::reduce_scatter ? lists * reduce_us(block) : 0;
-    return h.alpha * std::ceil((n - 1) / direct_window) + (n - 1) * (lists * block * h.beta + reduce);
+    return h.alpha * windows(n - 1) + (n - 1) * (lists * block * h.beta + reduce);
   }
 
  private:
