@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "any_communicator_check.hpp"
 #include "paro/testing/collective_check.hpp"
+#include "paro/testing/rooted_check.hpp"
 #include "threads_harness.hpp"
 
 namespace {
@@ -17,6 +21,7 @@ using paro::Algorithm;
 using paro::Collective;
 using paro::testing::any_communicator_matrix;
 using paro::testing::first_lines;
+using paro::testing::on_cluster;
 using paro::testing::on_threads;
 using paro::testing::on_transports;
 using paro::testing::run_matrix;
@@ -136,6 +141,127 @@ TEST(ThreadsBroadcast, ChainOfManyChunksAndBadArguments) {
   });
   unsetenv("PARO_RING_CHUNK");
   unsetenv("PARO_RING_WINDOW");
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+}
+
+// Gather, scatter and reduce at every rank count: every data type (reduce: every op), counts 0, 1 and 1000,
+// the first, middle and last root, in place and out of place.
+class ThreadsRooted : public ::testing::TestWithParam<int> {};
+
+TEST_P(ThreadsRooted, EveryTypeOpRootAndSize) {
+  auto failures = on_threads(GetParam(), [&](auto& comm) { return paro::testing::rooted_matrix(comm, {0, 1, 1000}); });
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllRankCounts, ThreadsRooted, ::testing::Range(1, 17));
+
+// Several MiB per rank with the root in the middle, on the scopes of an uneven cluster, and the bad arguments
+// each refused with what is allowed.
+TEST(ThreadsRooted, LargeScopedAndBadArguments) {
+  auto failures = on_cluster("nodes=3,ranks=2", "2", [&](auto& comm) {
+    std::vector<std::string> f;
+    auto add = [&](std::string x) {
+      if (!x.empty()) f.push_back(std::move(x));
+    };
+    const std::size_t large = (std::size_t{3} << 20) + 3;
+    for (bool in_place : {false, true}) {
+      add(paro::testing::check_gather(comm, paro::DataType::u8, large, 3, in_place, paro::Scope::global));
+      add(paro::testing::check_scatter(comm, paro::DataType::u8, large, 3, in_place, paro::Scope::global));
+      add(paro::testing::check_reduce(comm, paro::DataType::f32, paro::ReduceOp::sum, large / 4, 3, in_place,
+                                      paro::Scope::global));
+    }
+    for (paro::Scope s : {paro::Scope::intra, paro::Scope::inter})
+      for (auto& x : paro::testing::rooted_matrix(comm, {1, 100}, s)) f.push_back(x);
+    std::vector<float> a(6), b(36);
+    for (auto [call, want] : std::vector<std::pair<std::function<void()>, std::string>>{
+             {[&] { comm.gather(a.data(), b.data(), 6, paro::DataType::f32, 6); },
+              "gather: root 6 is not a rank of the global scope; allowed: 0 .. 5"},
+             {[&] { comm.scatter(b.data(), a.data(), 6, paro::DataType::f32, -1); },
+              "scatter: root -1 is not a rank of the global scope; allowed: 0 .. 5"},
+             {[&] {
+                comm.reduce(a.data(), b.data(), 6, paro::DataType::f32, paro::ReduceOp::sum, 2,
+                            {Algorithm::automatic, paro::Scope::intra});
+              },
+              "reduce: root 2 is not a rank of the intra scope; allowed: 0 .. 1"},
+             {[&] { comm.gather(a.data(), b.data(), 6, paro::DataType::f32, 0, {Algorithm::ring}); },
+              "gather: algorithm ring; gather has one schedule (a direct exchange with the root), so allowed: "
+              "automatic"},
+         }) {
+      const std::string e = paro::testing::error_of(call);
+      if (e.find(want) == std::string::npos) f.push_back("rank " + std::to_string(comm.rank()) + ": " + e);
+    }
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+  // The root's own buffers, checked on one rank (a root's local error would leave the others waiting).
+  failures = on_threads(1, [&](auto& comm) {
+    std::vector<std::string> f;
+    std::vector<float> b(6);
+    for (auto [call, want] : std::vector<std::pair<std::function<void()>, std::string>>{
+             {[&] { comm.gather(b.data(), nullptr, 6, paro::DataType::f32, 0); },
+              "gather: recv buffer is null but 24 bytes are to be received"},
+             {[&] { comm.scatter(b.data(), b.data() + 1, 3, paro::DataType::f32, 0); },
+              "scatter: send and recv buffers overlap without being in place; in place means recv == send + "
+              "root*count"},
+         }) {
+      const std::string e = paro::testing::error_of(call);
+      if (e.find(want) == std::string::npos) f.push_back(e);
+    }
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+}
+
+// Point-to-point messages at every rank count from 2: two tags, three messages each, receives posted in
+// another order than the sends, counts 0, 1 and 1000; a wrong length fails that receive alone.
+class ThreadsMessages : public ::testing::TestWithParam<int> {};
+
+TEST_P(ThreadsMessages, RingInOrderPerTagAndWrongLength) {
+#ifdef PARO_TEST_RECORDED
+  GTEST_SKIP() << "the recording transport (NCCL's rules) carries no point-to-point messages";
+#endif
+  auto failures = on_threads(GetParam(), [&](auto& comm) {
+    std::vector<std::string> f;
+    for (std::size_t count : {0, 1, 1000})
+      for (auto& x : paro::testing::check_messages(comm, count)) f.push_back(x);
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllRankCounts, ThreadsMessages, ::testing::Range(2, 17));
+
+// Messages of several MiB inside the groups and along the rails of a cluster (peers are ranks of the scope),
+// and every bad argument refused before anything is sent.
+TEST(ThreadsMessages, ScopedLargeAndBadArguments) {
+#ifdef PARO_TEST_RECORDED
+  GTEST_SKIP() << "the recording transport (NCCL's rules) carries no point-to-point messages";
+#endif
+  auto failures = on_cluster("nodes=3,ranks=2", "2", [&](auto& comm) {
+    std::vector<std::string> f;
+    for (paro::Scope s : paro::all_scopes)
+      for (auto& x : paro::testing::check_messages(comm, (std::size_t{1} << 20) + 1, s)) f.push_back(x);
+    std::vector<float> a(4);
+    const int me = comm.rank();
+    for (auto [call, want] : std::vector<std::pair<std::function<void()>, std::string>>{
+             {[&] { comm.send(a.data(), 4, paro::DataType::f32, me); },
+              "send: peer " + std::to_string(me) + " is this rank"},
+             {[&] { comm.recv(a.data(), 4, paro::DataType::f32, 6); },
+              "recv: peer 6 is not a rank of the global scope; allowed: 0 .. 5"},
+             {[&] { comm.send(a.data(), 4, paro::DataType::f32, (me + 1) % 6, -1); },
+              "send: tag -1; allowed: 0 .. 16383"},
+             {[&] { comm.isend(a.data(), 4, paro::DataType::f32, (me + 1) % 6, 16384); },
+              "send: tag 16384; allowed: 0 .. 16383"},
+             {[&] { comm.recv(nullptr, 4, paro::DataType::f32, (me + 1) % 6); },
+              "recv: recv buffer is null but 16 bytes are to be received"},
+             {[&] { comm.send(a.data(), 4, paro::DataType::f32, 2, 0, paro::Scope::intra); },
+              "send: peer 2 is not a rank of the intra scope; allowed: 0 .. 1"},
+         }) {
+      const std::string e = paro::testing::error_of(call);
+      if (e.find(want) == std::string::npos) f.push_back("rank " + std::to_string(me) + ": " + e);
+    }
+    return f;
+  });
   EXPECT_TRUE(failures.empty()) << first_lines(failures);
 }
 

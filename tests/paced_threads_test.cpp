@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "paro/testing/collective_check.hpp"
+#include "paro/testing/rooted_check.hpp"
 #include "paro/transport/paced.hpp"
 #include "threads_harness.hpp"
 
@@ -48,6 +49,8 @@ TEST(Paced, ExactResultsThroughTheDecorator) {
       for (Algorithm algo :
            {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_cc, Algorithm::automatic})
         for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 1000})) mine.push_back(f);
+    for (auto& f : paro::testing::rooted_matrix(comm, {0, 1000})) mine.push_back(f);
+    for (auto& f : paro::testing::check_messages(comm, 1000)) mine.push_back(f);
     std::lock_guard<std::mutex> lock(m);
     failures.insert(failures.end(), mine.begin(), mine.end());
   });
@@ -81,6 +84,28 @@ TEST(Paced, MessagesTakeTheirLinkTime) {
   // Inside a node the intra links pace instead.
   EXPECT_GE(two_flows_across("nodes=1,ranks=4,intra_gbps=0.8,inter_gbps=0.001", megabyte), 0.010);
   EXPECT_LT(two_flows_across("nodes=1,ranks=4,intra_gbps=0.8,inter_gbps=0.001", megabyte), 1.0) << "not the inter link";
+}
+
+// Point-to-point messages are paced as the collectives' are: 1 MB across nodes at 0.8 Gbit/s takes at least
+// 10 ms from its send to its receive.
+TEST(Paced, PointToPointMessagesTakeTheirLinkTime) {
+  const std::string emulate = "nodes=2,ranks=1,inter_gbps=0.8";
+  double seconds = 0;
+  on_paced(emulate, [&](Paced t) {
+    paro::CommunicatorConfig config;
+    config.discovery.emulate = emulate;
+    paro::Communicator comm(std::move(t), config);
+    std::vector<char> buf(1000000);
+    comm.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    if (comm.rank() == 0) {
+      comm.send(buf.data(), buf.size(), paro::DataType::u8, 1);
+    } else {
+      comm.recv(buf.data(), buf.size(), paro::DataType::u8, 0);
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  });
+  EXPECT_GE(seconds, 0.010);
 }
 
 using paro::paced::detail::book_both;

@@ -20,6 +20,7 @@
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/registry.hpp"
 #include "paro/communicator/communicator.hpp"
+#include "paro/communicator/jobs.hpp"
 #include "paro/communicator/options.hpp"
 #include "paro/communicator/progress.hpp"
 #include "paro/communicator/scopes.hpp"
@@ -104,6 +105,37 @@ class AnyCommunicator : public Verbs<AnyCommunicator> {
   Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
     return impl_->ibroadcast(buf, count, dt, root, std::move(o));
   }
+  void gather(const void* send, void* recv, std::size_t count, DataType dt, int root, Options o = {}) {
+    impl_->rooted(Rooted::gather, send, recv, count, dt, root, std::move(o)).wait();
+  }
+  Request igather(const void* send, void* recv, std::size_t count, DataType dt, int root, Options o = {}) {
+    return impl_->rooted(Rooted::gather, send, recv, count, dt, root, std::move(o));
+  }
+  void scatter(const void* send, void* recv, std::size_t count, DataType dt, int root, Options o = {}) {
+    impl_->rooted(Rooted::scatter, send, recv, count, dt, root, std::move(o)).wait();
+  }
+  Request iscatter(const void* send, void* recv, std::size_t count, DataType dt, int root, Options o = {}) {
+    return impl_->rooted(Rooted::scatter, send, recv, count, dt, root, std::move(o));
+  }
+  void reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root, Options o = {}) {
+    impl_->ireduce(send, recv, count, dt, op, root, std::move(o)).wait();
+  }
+  Request ireduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root, Options o = {}) {
+    return impl_->ireduce(send, recv, count, dt, op, root, std::move(o));
+  }
+  void send(const void* buf, std::size_t count, DataType dt, int peer, int tag = 0, Scope s = Scope::global) {
+    isend(buf, count, dt, peer, tag, s).wait();
+  }
+  void recv(void* buf, std::size_t count, DataType dt, int peer, int tag = 0, Scope s = Scope::global) {
+    irecv(buf, count, dt, peer, tag, s).wait();
+  }
+  Request isend(const void* buf, std::size_t count, DataType dt, int peer, int tag = 0, Scope s = Scope::global) {
+    return impl_->isend(buf, count, dt, peer, tag, s);
+  }
+  Request irecv(void* buf, std::size_t count, DataType dt, int peer, int tag = 0, Scope s = Scope::global) {
+    return impl_->irecv(buf, count, dt, peer, tag, s);
+  }
+  bool messages_available() const { return impl_->messages_available(); }
   using Named::broadcast;
   using Named::ibroadcast;
 
@@ -129,6 +161,13 @@ class AnyCommunicator : public Verbs<AnyCommunicator> {
                                 Options o) = 0;
     virtual void broadcast(void* buf, std::size_t count, DataType dt, int root, Options o) = 0;
     virtual Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o) = 0;
+    virtual Request rooted(Rooted kind, const void* send, void* recv, std::size_t count, DataType dt, int root,
+                           Options o) = 0;
+    virtual Request ireduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root,
+                            Options o) = 0;
+    virtual Request isend(const void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) = 0;
+    virtual Request irecv(void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) = 0;
+    virtual bool messages_available() const = 0;
   };
 
   template <class Transport>
@@ -189,6 +228,22 @@ class AnyCommunicator : public Verbs<AnyCommunicator> {
     Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o) override {
       return comm_.ibroadcast(buf, count, dt, root, std::move(o));
     }
+    Request rooted(Rooted kind, const void* send, void* recv, std::size_t count, DataType dt, int root,
+                   Options o) override {
+      if (kind == Rooted::gather) return comm_.igather(send, recv, count, dt, root, std::move(o));
+      return comm_.iscatter(send, recv, count, dt, root, std::move(o));
+    }
+    Request ireduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root,
+                    Options o) override {
+      return comm_.ireduce(send, recv, count, dt, op, root, std::move(o));
+    }
+    Request isend(const void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) override {
+      return comm_.isend(buf, count, dt, peer, tag, s);
+    }
+    Request irecv(void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) override {
+      return comm_.irecv(buf, count, dt, peer, tag, s);
+    }
+    bool messages_available() const override { return comm_.messages_available(); }
 
    private:
     Communicator<Transport> comm_;

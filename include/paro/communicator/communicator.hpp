@@ -13,6 +13,15 @@
 //   all_to_all(send, recv, count)          both hold size()*count; block j of send goes to rank j, block j
 //                                          of recv comes from rank j; in place when send == recv
 //   broadcast(buf, count, root)            buf holds count elements; the root's become everyone's
+//   gather(send, recv, count, root)        send holds count; the root's recv holds size()*count, rank r's block
+//                                          at recv + r*count (recv unused elsewhere); in place at the root
+//                                          when send == recv + root*count
+//   scatter(send, recv, count, root)       the root's send holds size()*count (unused elsewhere); recv holds
+//                                          count, block rank() of it; in place at the root when recv ==
+//                                          send + root*count
+//   reduce(send, recv, count, op, root)    both hold count elements (recv only at the root): the root's recv
+//                                          = send reduced over the scope's ranks; in place when send == recv
+//   send / recv(buf, count, peer, tag)     point-to-point (communicator/point_to_point.hpp): not collective
 // All ranks must call the same verbs in the same order with the same count, type, op, algorithm and scope.
 // Buffers belong to the caller; a verb returns when this rank's part is complete and its buffers may be
 // reused (other ranks may still be finishing theirs).
@@ -30,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -43,10 +53,12 @@
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/paro_cc.hpp"
 #include "paro/algorithms/registry.hpp"
+#include "paro/algorithms/rooted.hpp"
 #include "paro/communicator/discovery.hpp"
 #include "paro/communicator/jobs.hpp"
 #include "paro/communicator/options.hpp"
 #include "paro/communicator/planner.hpp"
+#include "paro/communicator/point_to_point.hpp"
 #include "paro/communicator/progress.hpp"
 #include "paro/communicator/scopes.hpp"
 #include "paro/communicator/signature.hpp"
@@ -92,7 +104,8 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
         cost_(algorithms::link_model_for(topology_, tuning_.cost_file, tuning_.links_preset),
               algorithms::link_model_for(topology_, std::nullopt, tuning_.links_preset), tuning_.direct_max_bytes,
               tuning_.ring.window),
-        scopes_(t_, topology_, groups_, cost_.bound_links().nic, lane_choice(t_)) {
+        scopes_(t_, topology_, groups_, cost_.bound_links().nic, lane_choice(t_)),
+        messages_(std::make_unique<PointToPoint<Transport>>(t_)) {
     if (groups_.uneven())
       log::info(rank(), "grouping by ", grouping_.describe(), ": groups of different sizes (",
                 groups_.members.front().size(), " .. ", groups_.members.back().size(),
@@ -177,8 +190,43 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
   // schedule, chosen by size (algorithms/broadcast.hpp): the algorithm must be automatic. Errors as
   // collective().
   void broadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
-    run_now(prepare_broadcast(buf, count, dt, root, o));
+    run_now(prepare_rooted(Rooted::broadcast, buf, buf, count, dt, root, std::move(o)));
   }
+  // The root's recv = every rank's send (count elements each) in rank order (algorithms/rooted.hpp);
+  // recv may be null elsewhere. Errors as broadcast.
+  void gather(const void* send, void* recv, std::size_t count, DataType dt, int root, Options o = {}) {
+    run_now(prepare_rooted(Rooted::gather, send, recv, count, dt, root, std::move(o)));
+  }
+  // recv (count elements) = block rank() of the root's send; send may be null elsewhere. Errors as broadcast.
+  void scatter(const void* send, void* recv, std::size_t count, DataType dt, int root, Options o = {}) {
+    run_now(prepare_rooted(Rooted::scatter, send, recv, count, dt, root, std::move(o)));
+  }
+  // The root's recv = send reduced over the scope's ranks; recv may be null elsewhere. It runs as an
+  // all_reduce (with o's algorithm) whose result only the root keeps: on a ring or a hierarchy an all-reduce
+  // moves the bytes a reduce to one rank must move through that rank's links. Errors as all_reduce.
+  void reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root, Options o = {}) {
+    run_now(prepare_reduce(send, recv, count, dt, op, root, std::move(o)));
+  }
+
+  // Point-to-point (communicator/point_to_point.hpp): count elements of buf to / from rank peer of scope s
+  // (not this rank), with a tag in 0 .. 16383. Messages between two ranks with one tag match in the order
+  // they were issued; a receive of another length than its message fails, naming both. Not collective, and
+  // independent of the collectives in flight. Errors: UsageError for bad arguments or a backend that cannot
+  // carry them; TimeoutError / PeerFailure / BackendError as the collectives'.
+  void send(const void* buf, std::size_t count, DataType dt, int peer, int tag = 0, Scope s = Scope::global) {
+    isend(buf, count, dt, peer, tag, s).wait();
+  }
+  void recv(void* buf, std::size_t count, DataType dt, int peer, int tag = 0, Scope s = Scope::global) {
+    irecv(buf, count, dt, peer, tag, s).wait();
+  }
+  Request isend(const void* buf, std::size_t count, DataType dt, int peer, int tag = 0, Scope s = Scope::global) {
+    return post_message(true, const_cast<void*>(buf), count, dt, peer, tag, s);
+  }
+  Request irecv(void* buf, std::size_t count, DataType dt, int peer, int tag = 0, Scope s = Scope::global) {
+    return post_message(false, buf, count, dt, peer, tag, s);
+  }
+  // Whether this backend carries point-to-point messages (else they fail with a UsageError that says why).
+  bool messages_available() const { return messages_->available(); }
 
   // Nonblocking forms (communicator/progress.hpp): the arguments are checked now (a UsageError is thrown
   // here); the collective runs on this communicator's progress thread after everything issued before it,
@@ -189,7 +237,16 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
     return submit(prepare(c, send, recv, count, dt, op, std::move(o)));
   }
   Request ibroadcast(void* buf, std::size_t count, DataType dt, int root, Options o = {}) {
-    return submit(prepare_broadcast(buf, count, dt, root, o));
+    return submit(prepare_rooted(Rooted::broadcast, buf, buf, count, dt, root, std::move(o)));
+  }
+  Request igather(const void* send, void* recv, std::size_t count, DataType dt, int root, Options o = {}) {
+    return submit(prepare_rooted(Rooted::gather, send, recv, count, dt, root, std::move(o)));
+  }
+  Request iscatter(const void* send, void* recv, std::size_t count, DataType dt, int root, Options o = {}) {
+    return submit(prepare_rooted(Rooted::scatter, send, recv, count, dt, root, std::move(o)));
+  }
+  Request ireduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root, Options o = {}) {
+    return submit(prepare_reduce(send, recv, count, dt, op, root, std::move(o)));
   }
 
   // Returns once every collective issued so far has completed; throws the first failure, if any. Use it
@@ -209,14 +266,15 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
   GroupSpec grouping_;
   algorithms::CostModel cost_;
   Scopes<Transport> scopes_;
+  std::unique_ptr<PointToPoint<Transport>> messages_;  // their own communicator and thread
   // Last: destroyed first, so that its worker finishes the queued collectives while the rest still exists.
   ProgressEngine engine_{[this] { bind_worker_thread(); }};
 
   using Job = CollectiveJob<Communicator>;
-  using BroadcastJob = paro::BroadcastJob<Communicator>;
+  using RootedJob = paro::RootedJob<Communicator>;
   using Context = ScheduleContext<Communicator>;
   friend Job;
-  friend BroadcastJob;
+  friend RootedJob;
   friend Context;
 
   // The checks that need no communication, and the plan; the rest happens in execute().
@@ -228,20 +286,80 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
     return j;
   }
 
-  BroadcastJob prepare_broadcast(void* buf, std::size_t count, DataType dt, int root, Options o) {
-    const char* what = "broadcast";
+  // Broadcast, gather and scatter: recv (broadcast: the buffer) on every rank, send where it is read.
+  RootedJob prepare_rooted(Rooted kind, const void* send, void* recv, std::size_t count, DataType dt, int root,
+                           Options o) {
+    const char* what = paro::name_of(kind);
     Transport& t = scoped(what, o.scope);
     validation::data_type_and_op(what, dt, ReduceOp::sum);
-    const std::size_t bytes = validation::checked_bytes(what, count, dt, 1);
-    validation::buffers(what, buf, bytes, buf, bytes);
-    detail::require(root >= 0 && root < t.size(), what, ": root ", root, " is not a rank of the ",
-                    paro::name_of(o.scope), " scope; allowed: 0 .. ", t.size() - 1);
-    detail::require(o.algorithm == Algorithm::automatic, what, ": algorithm ", name_of(o.algorithm),
-                    "; broadcast has one schedule (a binomial tree, a pipelined chain for large messages), so ",
-                    "allowed: automatic");
-    BroadcastJob j{this, o.scope, buf, count, dt, root, std::move(o.inputs_ready)};
+    const int n = t.size();
+    detail::require(root >= 0 && root < n, what, ": root ", root, " is not a rank of the ", paro::name_of(o.scope),
+                    " scope; allowed: 0 .. ", n - 1);
+    const std::size_t block = validation::checked_bytes(what, count, dt, 1);
+    const std::size_t all = validation::checked_bytes(what, count, dt, n);
+    const bool root_here = t.rank() == root;
+    if (kind == Rooted::broadcast) validation::buffers(what, recv, block, recv, block);
+    if (kind == Rooted::gather) {
+      validation::buffers(what, send, block, recv, root_here ? all : 0);
+      if (root_here)
+        validation::in_place_or_disjoint(what, send, block, recv, all, static_cast<char*>(recv) + root * block,
+                                         "send == recv + root*count");
+    }
+    if (kind == Rooted::scatter) {
+      validation::buffers(what, send, root_here ? all : 0, recv, block);
+      if (root_here)
+        validation::in_place_or_disjoint(what, recv, block, send, all, static_cast<const char*>(send) + root * block,
+                                         "recv == send + root*count");
+    }
+    detail::require(o.algorithm == Algorithm::automatic, what, ": algorithm ", name_of(o.algorithm), "; ", what,
+                    " has one schedule (",
+                    kind == Rooted::broadcast ? "a binomial tree, a pipelined chain for large messages"
+                                              : "a direct exchange with the root",
+                    "), so allowed: automatic");
+    RootedJob j{this, kind, o.scope, send, recv, count, dt, root, std::move(o.inputs_ready)};
     log::info(rank(), j);
     return j;
+  }
+
+  // A reduce: an all_reduce into the root's recv, or elsewhere into scratch that the job keeps.
+  struct ReduceJob {
+    Job all_reduce;
+    std::shared_ptr<void> scratch;
+    void operator()() const { all_reduce(); }
+    std::string describe() const { return "reduce, as " + all_reduce.describe(); }
+  };
+  ReduceJob prepare_reduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root,
+                           Options o) {
+    const char* what = "reduce";
+    Transport& t = scoped(what, o.scope);
+    detail::require(root >= 0 && root < t.size(), what, ": root ", root, " is not a rank of the ",
+                    paro::name_of(o.scope), " scope; allowed: 0 .. ", t.size() - 1);
+    validation::data_type_and_op(what, dt, op);
+    std::shared_ptr<void> scratch;
+    if (t.rank() != root) {
+      auto buffer =
+          std::make_shared<decltype(t.allocate(0))>(t.allocate(validation::checked_bytes(what, count, dt, 1)));
+      recv = count == 0 ? nullptr : static_cast<void*>(buffer->data());
+      scratch = buffer;
+    }
+    return {prepare(Collective::all_reduce, send, recv, count, dt, op, std::move(o)), std::move(scratch)};
+  }
+
+  Request post_message(bool is_send, void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) {
+    const char* what = is_send ? "send" : "recv";
+    Transport& t = scoped(what, s);
+    detail::require(messages_->available(), what, ": ", messages_->why_unavailable());
+    validation::data_type_and_op(what, dt, ReduceOp::sum);
+    const std::size_t bytes = validation::checked_bytes(what, count, dt, 1);
+    validation::buffers(what, buf, is_send ? bytes : 0, buf, is_send ? 0 : bytes);
+    detail::require(peer >= 0 && peer < t.size(), what, ": peer ", peer, " is not a rank of the ", paro::name_of(s),
+                    " scope; allowed: 0 .. ", t.size() - 1);
+    detail::require(peer != t.rank(), what, ": peer ", peer, " is this rank; a message to oneself has no one to ",
+                    "match it here, copy the buffer instead");
+    detail::require(tag >= 0 && tag <= PointToPoint<Transport>::max_tag, what, ": tag ", tag, "; allowed: 0 .. ",
+                    PointToPoint<Transport>::max_tag);
+    const int world_peer = scope_members(s, groups_, rank(), size())[static_cast<std::size_t>(peer)];
+    return messages_->post(is_send, buf, bytes, world_peer, tag, t.rank(), peer);
   }
 
   template <class J>
@@ -267,13 +385,18 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
     run(j.collective, j.plan, j.scope, call);
   }
 
-  void execute(const BroadcastJob& j) {
-    activity::CollectiveScope doing(&j,
-                                    [](const void* job) { return static_cast<const BroadcastJob*>(job)->describe(); });
+  void execute(const RootedJob& j) {
+    activity::CollectiveScope doing(&j, [](const void* job) { return static_cast<const RootedJob*>(job)->describe(); });
     Transport& t = transport(j.scope);
     if (j.inputs_ready) j.inputs_ready();
-    check_agreement(t, broadcast_signature, j.scope, Algorithm::automatic, "", j.count, j.dt, j.root);
-    algorithms::broadcast(t, j.buf, j.count * size_of(j.dt), j.root, tuning_.ring);
+    check_agreement(t, rooted_signature(j.kind), j.scope, Algorithm::automatic, "", j.count, j.dt, j.root);
+    const std::size_t block = j.count * size_of(j.dt);
+    if (block == 0) return;
+    switch (j.kind) {
+      case Rooted::broadcast: algorithms::broadcast(t, j.recv, block, j.root, tuning_.ring); return;
+      case Rooted::gather: algorithms::direct_gather(t, j.send, j.recv, block, j.root, tuning_.ring); return;
+      case Rooted::scatter: algorithms::direct_scatter(t, j.send, j.recv, block, j.root, tuning_.ring); return;
+    }
   }
 
   // A CUDA backend's calls act on the calling thread's current device: the progress thread selects it.

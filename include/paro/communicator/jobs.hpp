@@ -39,19 +39,33 @@ struct CollectiveJob {
   std::string describe() const { return detail::concat(*this); }
 };
 
-// A checked broadcast (not one of the registry's collectives: one schedule, no plan).
+// A checked broadcast, gather or scatter: not one of the registry's collectives (one schedule each, no
+// plan). broadcast: recv is the buffer; gather: send to the root's recv; scatter: the root's send to recv.
+enum class Rooted { broadcast, gather, scatter };
+
+inline const char* name_of(Rooted k) {
+  switch (k) {
+    case Rooted::broadcast: return "broadcast";
+    case Rooted::gather: return "gather";
+    case Rooted::scatter: return "scatter";
+  }
+  return "invalid";
+}
+
 template <class Comm>
-struct BroadcastJob {
+struct RootedJob {
   Comm* self;
+  Rooted kind;
   Scope scope;
-  void* buf;
-  std::size_t count;
+  const void* send;
+  void* recv;
+  std::size_t count;  // per rank
   DataType dt;
   int root;
   std::function<void()> inputs_ready;
   void operator()() const { self->execute(*this); }
-  friend std::ostream& operator<<(std::ostream& out, const BroadcastJob& j) {
-    return out << "broadcast " << paro::name_of(j.scope) << " count=" << j.count << " " << paro::name_of(j.dt)
+  friend std::ostream& operator<<(std::ostream& out, const RootedJob& j) {
+    return out << name_of(j.kind) << " " << paro::name_of(j.scope) << " count=" << j.count << " " << paro::name_of(j.dt)
                << " root=" << j.root;
   }
   std::string describe() const { return detail::concat(*this); }

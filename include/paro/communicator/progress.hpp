@@ -30,6 +30,9 @@
 
 namespace paro {
 
+template <class>
+class PointToPoint;
+
 namespace detail {
 
 struct RequestState {
@@ -94,6 +97,8 @@ class Request {
   std::shared_ptr<detail::RequestState> state_;
   explicit Request(std::shared_ptr<detail::RequestState> s) : state_(std::move(s)) {}
   friend class ProgressEngine;
+  template <class>
+  friend class PointToPoint;
 };
 
 class ProgressEngine {

@@ -9,6 +9,7 @@
 
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/lanes.hpp"
+#include "paro/communicator/jobs.hpp"
 #include "paro/communicator/scopes.hpp"
 #include "paro/communicator/tuning.hpp"
 #include "paro/communicator/validation.hpp"
@@ -17,9 +18,11 @@
 
 namespace paro {
 
-// The signature's collective field of a broadcast (not a Collective: one schedule, no algorithm); its op
-// field holds the root.
-inline constexpr std::int64_t broadcast_signature = -1;
+// The signature's collective field of a broadcast, gather or scatter (not Collectives: one schedule, no
+// algorithm): -1 - its Rooted kind; its op field holds the root.
+inline std::int64_t rooted_signature(Rooted k) { return -1 - static_cast<std::int64_t>(k); }
+inline bool is_rooted_signature(std::int64_t c) { return c < 0; }
+inline Rooted rooted_of_signature(std::int64_t c) { return static_cast<Rooted>(-1 - c); }
 
 // FNV-1a of a printed plan: equal plans give equal numbers on every rank.
 inline std::int64_t plan_hash(const std::string& printed) {
@@ -28,8 +31,8 @@ inline std::int64_t plan_hash(const std::string& printed) {
   return static_cast<std::int64_t>(h);
 }
 
-// c: a Collective, or broadcast_signature (then op is the root); plan: the call's plan as printed
-// (registry.hpp's print; empty for a broadcast); lanes: where the lanes of hierarchical algorithms may run on
+// c: a Collective, or rooted_signature (then op is the root); plan: the call's plan as printed
+// (registry.hpp's print; empty for a rooted call); lanes: where the lanes of hierarchical algorithms may run on
 // t; name_of: the Communicator's names of algorithms and collectives.
 template <class Transport, class NameOf>
 void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneChoice lanes, std::int64_t c, Scope s,
@@ -51,9 +54,10 @@ void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneCh
   const std::int64_t my_plan = mine.values[F::plan];
   validation::check_agreement(t, mine, paro::name_of(s), [&name_of, &plan, my_plan](const F& f) {
     const auto& v = f.values;
-    if (v[F::collective] == broadcast_signature)
-      return detail::concat("broadcast scope=", paro::name_of(static_cast<Scope>(v[F::scope])), " count=", v[F::count],
-                            " ", paro::name_of(static_cast<DataType>(v[F::data_type])), " root=", v[F::op],
+    if (is_rooted_signature(v[F::collective]))
+      return detail::concat(paro::name_of(rooted_of_signature(v[F::collective])),
+                            " scope=", paro::name_of(static_cast<Scope>(v[F::scope])), " count=", v[F::count], " ",
+                            paro::name_of(static_cast<DataType>(v[F::data_type])), " root=", v[F::op],
                             " (PARO_RING_CHUNK=", v[F::ring_chunk], " PARO_RING_WINDOW=", v[F::ring_window], ")");
     // This rank's plan by its text; another's by its hash, which is all that travelled.
     const std::string planned = v[F::plan] == my_plan ? plan : detail::concat("#", v[F::plan]);

@@ -9,6 +9,7 @@ constexpr int all_to_all = 0x41;        // algorithms/all_to_all.hpp
 constexpr int broadcast = 0x42;         // algorithms/broadcast.hpp
 constexpr int control = 0x43;           // transport/control.hpp: control all-gather, barrier
 constexpr int direct = 0x44;            // algorithms/direct.hpp
+constexpr int gather_scatter = 0x47;    // algorithms/rooted.hpp
 constexpr int ring = 0x52;              // algorithms/ring.hpp
 constexpr int tree = 0x54;              // algorithms/tree.hpp
 constexpr int nccl_bootstrap = 0x1dcc;  // transport/nccl.hpp: the unique id over the host transport
@@ -22,6 +23,7 @@ inline const char* describe(int tag) {
     case broadcast: return " (broadcast)";
     case control: return " (control: barrier or all-gather)";
     case direct: return " (direct exchange)";
+    case gather_scatter: return " (gather or scatter)";
     case ring: return " (ring)";
     case tree: return " (tree)";
     case nccl_bootstrap: return " (nccl bootstrap)";

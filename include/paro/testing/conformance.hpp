@@ -1,8 +1,9 @@
 #pragma once
 // Randomized conformance: random clusters (1-4 levels, uneven nodes, round-robin placement, groups by node,
 // switch, pod or a custom size) and on each a random sequence of collectives (every collective, algorithm,
-// scope, data type, op, count from 0 to large, in and out of place, blocking, broadcasts, and nonblocking
-// ones in flight), every result checked element by element against its exact value (collective_check.hpp).
+// scope, data type, op, count from 0 to large, in and out of place, blocking; broadcast, gather, scatter and
+// reduce from a random root; nonblocking ones in flight), every result checked element by element against
+// its exact value (collective_check.hpp).
 // Everything follows from one seed: every rank draws the same cluster and the same cases, so a failure is
 // replayed from the seed that the report prints.
 
@@ -14,6 +15,7 @@
 
 #include "paro/testing/collective_check.hpp"
 #include "paro/testing/nonblocking_check.hpp"
+#include "paro/testing/rooted_check.hpp"
 
 namespace paro::testing {
 
@@ -83,9 +85,9 @@ inline std::size_t random_count(std::mt19937_64& rng) {
   }
 }
 
-// `cases` random cases on comm, drawn from seed (the same on every rank): blocking collectives, broadcasts
-// from a random root, and batches of nonblocking ones in flight. Returns this rank's failure descriptions;
-// `done` counts the cases run (a nonblocking batch counts each of its collectives).
+// `cases` random cases on comm, drawn from seed (the same on every rank): blocking collectives, broadcasts,
+// gathers, scatters and reduces from a random root, and batches of nonblocking ones in flight. Returns this rank's
+// failure descriptions; `done` counts the cases run (a nonblocking batch counts each of its collectives).
 template <class Transport, class Registry>
 std::vector<std::string> run_random_cases(Communicator<Transport, Registry>& comm, std::uint64_t seed, int cases,
                                           int& done) {
@@ -106,11 +108,20 @@ std::vector<std::string> run_random_cases(Communicator<Transport, Registry>& com
       const DataType dt = all_data_types[rng() % std::size(all_data_types)];
       const std::size_t count = random_count(rng);
       const int root = static_cast<int>(rng() % static_cast<std::uint64_t>(comm.transport(scope).size()));
+      const char* verbs[] = {"broadcast", "gather", "scatter", "reduce"};
+      const std::size_t verb = rng() % 4;
+      const bool in_place = rng() % 2 == 1;
+      const ReduceOp op = all_reduce_ops[rng() % std::size(all_reduce_ops)];
       std::string f;
       try {
-        f = check_broadcast(comm, dt, count, root, scope);
+        switch (verb) {
+          case 0: f = check_broadcast(comm, dt, count, root, scope); break;
+          case 1: f = check_gather(comm, dt, count, root, in_place, scope); break;
+          case 2: f = check_scatter(comm, dt, count, root, in_place, scope); break;
+          default: f = check_reduce(comm, dt, op, count, root, in_place, scope); break;
+        }
       } catch (const Error& e) {
-        f = detail::concat("broadcast scope=", name_of(scope), " count=", count, " root=", root, ": ", e.what());
+        f = detail::concat(verbs[verb], " scope=", name_of(scope), " count=", count, " root=", root, ": ", e.what());
       }
       if (!f.empty()) note(f);
       ++done;

@@ -192,6 +192,16 @@ class Transport : public HostMemory {
   // Polls rather than blocking in MPI_Wait, so that a dead peer becomes an error after PARO_TIMEOUT. Under
   // SimGrid's SMPI a poll costs simulated time (smpi/test) and the simulator reports deadlocks itself, so
   // there it blocks.
+  // Whether wait(r) would return (or throw) without blocking; the statuses stay for wait to read.
+  bool test(Request& r) {
+    for (MPI_Request& q : r.pieces) {
+      int done = 0;
+      detail::check(MPI_Request_get_status(q, &done, MPI_STATUS_IGNORE), "MPI_Request_get_status");
+      if (!done) return false;
+    }
+    return true;
+  }
+
   void wait(Request& r) {
     if (r.pieces.empty()) return;
     std::vector<MPI_Status> statuses(r.pieces.size());

@@ -38,6 +38,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -270,6 +271,24 @@ class Transport : public Forwarding<Transport<Inner>, Inner> {
     return Transport(std::move(inner), std::move(fabric), std::move(members));
   }
 
+  // The emulated links this transport books, to be shared by later communicators of the same processes
+  // (joined): one cluster, one set of link clocks, whatever the communicator.
+  using Links = std::shared_ptr<detail::Fabric>;
+  const Links& links() const { return fabric_; }
+
+  // inner's messages on `links` (another transport's, over the same world), inner's rank r being world rank
+  // members[r]. Not collective: what split does for a communicator made some other way (a process group
+  // connected on its own).
+  static Transport joined(Inner inner, Links links, std::vector<int> members) {
+    paro::detail::require(static_cast<int>(members.size()) == inner.size(),
+                          "paced::Transport::joined: ", members.size(), " world ranks for a communicator of ",
+                          inner.size());
+    for (int m : members)
+      paro::detail::require(m >= 0 && m < links->ranks(), "paced::Transport::joined: world rank ", m,
+                            " outside the emulated cluster of ", links->ranks(), " ranks");
+    return Transport(std::move(inner), std::move(links), std::move(members));
+  }
+
   Request isend(const void* buf, std::size_t bytes, int peer, int tag) {
     Request r;
     const int from = world(this->rank()), to = world(peer);
@@ -319,6 +338,14 @@ class Transport : public Forwarding<Transport<Inner>, Inner> {
     sleep_until_ns(r.sender_done_ns ? r.sender_done_ns : *r.finish_ns);
     r.finish_ns.reset();
     r.sender_done_ns = 0;
+  }
+
+  // Whether wait(r) would return without blocking: both messages in and the emulated link done (where the
+  // inner transport can tell).
+  template <class I = Inner, class = std::enable_if_t<has_test_v<I>>>
+  bool test(Request& r) {
+    if (!inner_.test(r.header) || !inner_.test(r.payload)) return false;
+    return !r.finish_ns || now_ns() >= (r.sender_done_ns ? r.sender_done_ns : *r.finish_ns);
   }
 
   // Collective. The new communicator learns its members' world ranks by passing them around a ring.

@@ -263,6 +263,9 @@ class BasicTransport : public Memory {
     requests.clear();
   }
 
+  // Whether wait(r) would return (or throw) without blocking.
+  bool test(const Request& r) const { return !r.state || r.state->done.load(std::memory_order_acquire); }
+
   // A decorator's check failed (transport.hpp): the world stops as on a failed wait.
   void abandon(const std::string& why) {
     group_->world->abort(world_rank(), paro::detail::concat("rank ", world_rank(), ": ", why));

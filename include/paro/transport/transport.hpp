@@ -30,6 +30,8 @@
 // its own leaves a wait (a decorator's check failed): it gives up this communicator's outstanding messages
 // so that no peer later writes into buffers the unwinding frees, and tells its peers (threads: stops the
 // world with `why`). Decorators forward it; abandon_posted(t, why) calls it where t has it.
+// Optional: bool test(Request&): whether wait would return without blocking (wait then finishes the request
+// and reports its errors); point-to-point messages (communicator/point_to_point.hpp) need it.
 // Optional: void bind_thread() where the backend's calls depend on per-thread state (CUDA's current device):
 // a Communicator's progress thread calls it before running any collective.
 // With has_native_collectives, also native_all_reduce / native_all_gather / native_reduce_scatter taking
@@ -168,7 +170,12 @@ template <class T>
 using issue = decltype(self<T>().issue());
 template <class T>
 using abandon = decltype(self<T>().abandon(std::declval<const std::string&>()));
+template <class T>
+using test = decltype(bool{self<T>().test(std::declval<typename T::Request&>())});
 }  // namespace detail::transport_concept
+
+template <class T>
+inline constexpr bool has_test_v = detail::transport_concept::has<detail::transport_concept::test, T>;
 
 template <class T>
 inline constexpr bool has_bind_thread_v = detail::transport_concept::has<detail::transport_concept::bind_thread, T>;

@@ -545,6 +545,14 @@ class Transport : public HostMemory {
     requests.clear();
   }
 
+  // Whether wait(r) would return (or throw) without blocking: progresses the worker once.
+  bool test(Request& r) {
+    if (!r.state_ || !r.handle_) return true;
+    if (ucp_request_check_status(r.handle_) != UCS_INPROGRESS) return true;
+    ucp_worker_progress(r.state_->worker);
+    return ucp_request_check_status(r.handle_) != UCS_INPROGRESS;
+  }
+
   // The lowest rank of this communicator on this rank's host (by host name): a host identity for discovery.
   int shared_memory_id() const {
     paro::detail::require(state_ != nullptr, "shared_memory_id on an empty ucx communicator");
