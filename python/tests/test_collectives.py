@@ -1,6 +1,7 @@
-"""Every method of the paro backend against gloo on exactly representable inputs: bitwise equal results for
-every dtype, reduce op, count (0, 1, odd, not divisible, large), in place and out of place, contiguous or
-not, on the world and on subgroups, blocking and with several Works outstanding."""
+"""Every method of the paro backend against gloo (point-to-point against exact values) on exactly representable
+inputs: bitwise equal results for every dtype, reduce op, root, count (0, 1, odd, not divisible, large), in
+place and out of place, contiguous or not, on the world and on subgroups, blocking and with several Works
+outstanding."""
 
 from __future__ import annotations
 
@@ -80,6 +81,65 @@ def check_all(rank: int, n: int, paro, gloo, counts, dtypes=DTYPES, device: str 
                 dist.broadcast(a, group_src=root, group=paro)
                 dist.broadcast(b, group_src=root, group=gloo)
                 same(a.cpu(), b, f"broadcast root {root} {tag}")
+            check_rooted(me, size, paro, gloo, count, dtype, device)
+            if device == "cpu":  # (point-to-point messages run on the host transports)
+                check_messages(me, size, paro, count, dtype)
+
+
+def check_rooted(me: int, size: int, paro, gloo, count: int, dtype: torch.dtype, device: str) -> None:
+    """reduce (every op), gather and scatter from every root, against gloo; reduce leaves non-roots' tensors."""
+    tag = f"{dtype} count={count} n={size}"
+    for root in range(size):
+        for op in OPS:
+            x = values(me, count, dtype, op, salt=5)
+            a, b = x.to(device), x.clone()
+            dist.reduce(a, group_dst=root, op=op, group=paro)
+            dist.reduce(b, group_dst=root, op=op, group=gloo)
+            same(a.cpu(), b if me == root else x, f"reduce {op} root {root} {tag}")
+        x = values(me, count, dtype, salt=6)
+        outs_a = [torch.empty(count, dtype=dtype, device=device) for _ in range(size)] if me == root else None
+        outs_b = [torch.empty(count, dtype=dtype) for _ in range(size)] if me == root else None
+        dist.gather(x.to(device), outs_a, group_dst=root, group=paro)
+        dist.gather(x, outs_b, group_dst=root, group=gloo)
+        for k in range(size if me == root else 0):
+            same(outs_a[k].cpu(), outs_b[k], f"gather root {root} block {k} {tag}")
+        blocks = [values(j, count, dtype, salt=7 + root) for j in range(size)]
+        got_a = torch.empty(count, dtype=dtype, device=device)
+        got_b = torch.empty(count, dtype=dtype)
+        dist.scatter(got_a, [t.to(device) for t in blocks] if me == root else None, group_src=root, group=paro)
+        dist.scatter(got_b, blocks if me == root else None, group_src=root, group=gloo)
+        same(got_a.cpu(), got_b, f"scatter root {root} {tag}")
+
+
+def check_messages(me: int, size: int, paro, count: int, dtype: torch.dtype) -> None:
+    """send/recv, isend/irecv and batch_isend_irecv around the group's ring, both ways, exact."""
+    if size < 2:
+        return
+    tag = f"{dtype} count={count} n={size}"
+    nxt, prv = (me + 1) % size, (me - 1) % size
+    sent = values(me, count, dtype, salt=8)
+    got = torch.empty(count, dtype=dtype)
+    works = [dist.irecv(got, group_src=prv, group=paro, tag=3), dist.isend(sent, group_dst=nxt, group=paro, tag=3)]
+    for w in works:
+        w.wait()
+    same(got, values(prv, count, dtype, salt=8), f"isend/irecv {tag}")
+    # a pipeline's exchange: activations forward on tag 1, gradients backward on tag 2, posted at once
+    forward, backward = torch.empty(count, dtype=dtype), torch.empty(count, dtype=dtype)
+    ops = [dist.P2POp(dist.isend, sent, group=paro, group_peer=nxt, tag=1),
+           dist.P2POp(dist.irecv, backward, group=paro, group_peer=nxt, tag=2),
+           dist.P2POp(dist.isend, values(me, count, dtype, salt=9), group=paro, group_peer=prv, tag=2),
+           dist.P2POp(dist.irecv, forward, group=paro, group_peer=prv, tag=1)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    same(forward, values(prv, count, dtype, salt=8), f"batch_isend_irecv forward {tag}")
+    same(backward, values(nxt, count, dtype, salt=9), f"batch_isend_irecv backward {tag}")
+    # blocking: even ranks send first, odd ranks receive first
+    for first_send in (me % 2 == 0, me % 2 == 1):
+        if first_send:
+            dist.send(sent, group_dst=nxt, group=paro)
+        else:
+            dist.recv(got, group_src=prv, group=paro)
+    same(got, values(prv, count, dtype, salt=8), f"send/recv {tag}")
 
 
 def check_all_to_all(me: int, size: int, paro, count: int, dtype: torch.dtype, device: str) -> None:
@@ -301,3 +361,38 @@ def test_cuda_tensors_match_gloo(n):
     if cuda_ranks() < n:
         pytest.skip(f"needs {n} GPU(s) and paro_torch built with PARO_TORCH_CUDA=1; here {cuda_ranks()}")
     run(n, body_cuda)
+
+
+def body_paced(rank: int, n: int, report: str) -> None:
+    import time
+
+    x = torch.ones(16 << 20)  # 64 MiB of float32
+    dist.all_reduce(x)  # connected, and the links' clocks shared
+    dist.barrier()
+    start = time.monotonic()
+    dist.all_reduce(x)
+    all_reduce_s = time.monotonic() - start
+    assert torch.equal(x[:4], torch.full((4,), float(n * n))), x[:4]
+    message = torch.empty(1 << 20, dtype=torch.float64)  # 8 MiB
+    dist.barrier()
+    start = time.monotonic()
+    if rank == 0:
+        dist.send(message, dst=1)
+    else:
+        dist.recv(message, src=0)
+    send_s = time.monotonic() - start
+    with open(f"{report}.{rank}", "w") as f:
+        f.write(f"{all_reduce_s} {send_s}")
+
+
+def test_emulated_links_pace_the_backend(tmp_path):
+    """PARO_EMULATE's links pace the torch backend's transport as they pace paro-bench's: 2 nodes at 1 Gbit/s,
+    where an all-reduce of 64 MiB must move 64 MiB through each NIC (0.537 s) and a message of 8 MiB takes
+    0.067 s. Only lower bounds: a loaded machine makes messages slower, never faster than their links."""
+    report = str(tmp_path / "seconds")
+    run(2, body_paced, report, env={"PARO_EMULATE": "nodes=2,ranks=1,inter_gbps=1"})
+    for rank in range(2):
+        all_reduce_s, send_s = map(float, open(f"{report}.{rank}").read().split())
+        print(f"rank {rank}: all_reduce of 64 MiB {all_reduce_s:.3f} s, send/recv of 8 MiB {send_s:.3f} s")
+        assert all_reduce_s >= (64 << 20) * 8 / 1e9, all_reduce_s
+        assert send_s >= (8 << 20) * 8 / 1e9, send_s

@@ -36,10 +36,37 @@ def body_bad_arguments(rank: int, n: int) -> None:
         dist.all_to_all_single(torch.empty(2 * n), torch.ones(2 * n), [2] * n, [1] * n)
     with pytest.raises(ValueError, match="one of each per rank"):
         dist.all_to_all([torch.empty(1)] * n, [torch.ones(1)] * (n + 1))
-    # The group still works after rejected calls: nothing was issued.
+    with pytest.raises(ValueError, match="input_split_sizes has -1; sizes are >= 0"):
+        dist.all_to_all_single(torch.empty(2 * n), torch.ones(2 * n), [2] * n, [-1, 2 * n + 1] + [0] * (n - 2))
+    options = dist.ReduceOptions()
+    options.rootRank = n
+    with pytest.raises(ValueError, match=f"reduce: root rank {n}; allowed: 0 .. {n - 1}"):
+        backend.reduce([torch.ones(2)], options)
+    with pytest.raises(ValueError, match=f"send: peer {rank} is this rank"):
+        backend.send([torch.ones(2)], rank, 0)
+    with pytest.raises(ValueError, match="send: tag 16384; allowed: 0 .. 16383"):
+        dist.send(torch.ones(2), dst=1 - rank, tag=16384)
+    with pytest.raises(ValueError, match="recv from any source is not supported"):
+        dist.recv(torch.ones(2))
+    with pytest.raises(ValueError, match="monitored_barrier is not supported; use dist.barrier()"):
+        dist.monitored_barrier()
+    # A receive of another length than its message fails on the receiver, naming the sender and both sizes;
+    # both ranks go on.
+    if rank == 0:
+        dist.send(torch.ones(5), dst=1)
+    else:
+        with pytest.raises(Exception, match="paro: rank 1: recv from rank 0 with tag 0: rank 0 sent 20 bytes, "
+                                            "this receive takes 16"):
+            dist.recv(torch.empty(4), src=0)
+    # The group still works after rejected calls: nothing was issued, or the failed receive was drained.
     t = torch.ones(4)
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((4,), float(n)))
+    got = torch.empty(3)
+    works = [dist.isend(torch.full((3,), float(rank)), dst=1 - rank), dist.irecv(got, src=1 - rank)]
+    for w in works:
+        w.wait()
+    assert torch.equal(got, torch.full((3,), float(1 - rank))), got
 
 
 def test_bad_arguments_raise_at_the_call():

@@ -165,3 +165,71 @@ def test_fsdp_trains_the_parameters_gloo_trains():
 
 def test_fsdp_with_paro_cc_on_two_nodes_of_two():
     run(4, body_fsdp, False, env={"PARO_EMULATE": "nodes=2,ranks=2"})
+
+
+def body_trainer(rank: int, n: int, directory: str) -> None:
+    """What a trainer on a paro default group calls, none of it through a "not supported" path: a 2 x 2
+    DeviceMesh and HSDP (FSDP2 with its default AVG reduction) on it, torch.distributed.checkpoint save and
+    load, split_group, a pipeline's batch_isend_irecv ring and an uneven all_to_all_single."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    for name in ("replicate", "shard"):
+        assert dist.get_backend(mesh.get_group(name)) == "paro", dist.get_backend(mesh.get_group(name))
+    net = model()
+    for layer in net:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(net, mesh=mesh)
+    train(net, rank)
+    trained = [p.full_tensor().detach().clone() for p in net.parameters()]
+    # The same steps under DDP on gloo: HSDP averages the same gradients.
+    reference = DDP(model(), process_group=dist.new_group(backend="gloo"))
+    train(reference, rank)
+    for a, b in zip(trained, parameters(reference)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg="HSDP on paro vs DDP on gloo")
+
+    # Save the sharded state and a replicated one (gathered through the object collectives), load them into
+    # a fresh model, get the same parameters.
+    dcp.save({"model": net.state_dict(), "extra": {"step": torch.tensor(STEPS)}}, checkpoint_id=directory)
+    fresh = model()
+    for layer in fresh:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(fresh, mesh=mesh)
+    state = {"model": fresh.state_dict(), "extra": {"step": torch.tensor(0)}}
+    dcp.load(state, checkpoint_id=directory)
+    fresh.load_state_dict(state["model"])
+    assert int(state["extra"]["step"]) == STEPS
+    for a, b in zip(trained, fresh.parameters()):
+        assert torch.equal(a, b.full_tensor()), "the checkpoint loaded other parameters"
+
+    # split_group: the ranks of each half as a group of their own.
+    half = dist.split_group(split_ranks=[[0, 1], [2, 3]])
+    t = torch.full((3,), float(rank))
+    dist.all_reduce(t, group=half)
+    assert torch.equal(t, torch.full((3,), float(1 if rank < 2 else 5))), t
+
+    # A pipeline's steady state: activations to the next stage, gradients to the previous one.
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    activation, gradient = torch.empty(1000), torch.empty(1000)
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((1000,), float(rank)), nxt),
+                                    dist.P2POp(dist.irecv, activation, prv),
+                                    dist.P2POp(dist.isend, torch.full((1000,), -float(rank)), prv),
+                                    dist.P2POp(dist.irecv, gradient, nxt)])
+    for w in works:
+        w.wait()
+    assert torch.equal(activation, torch.full((1000,), float(prv)))
+    assert torch.equal(gradient, torch.full((1000,), -float(nxt)))
+
+    # MoE-style token routing: rank r sends r + k tokens to rank k.
+    tokens = torch.cat([torch.full((rank + k, 4), float(10 * rank + k)) for k in range(n)])
+    routed = torch.empty(sum(j + rank for j in range(n)), 4)
+    dist.all_to_all_single(routed, tokens, [j + rank for j in range(n)], [rank + k for k in range(n)])
+    assert torch.equal(routed, torch.cat([torch.full((j + rank, 4), float(10 * j + rank)) for j in range(n)]))
+
+
+def test_a_trainers_calls_on_a_paro_default_group(tmp_path):
+    run(4, body_trainer, str(tmp_path / "checkpoint"), env={"PARO_EMULATE": "nodes=2,ranks=2"})

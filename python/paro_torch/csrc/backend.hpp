@@ -258,6 +258,113 @@ class Backend : public c10d::Backend {
     return enqueue(route, c10d::OpType::ALLTOALL, "paro:all_to_all", outputs, {std::move(step)});
   }
 
+  // dist.reduce: the root's tensor becomes the reduction (paro's reduce); the others' are left as they were.
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override {
+    at::Tensor t = single(tensors, "reduce");
+    const int root = checked_rank(opts.rootRank, "reduce", "root");
+    const ReduceOp op = reduce_op_of(opts.reduceOp);
+    Route route = route_for(t);
+    Staged s = staged(t);
+    const bool root_here = rank_ == root;
+    at::Tensor src = premultiplies(opts.reduceOp) && !root_here ? s.buffer.clone() : s.buffer;
+    premultiply(src, opts.reduceOp);
+    Request r = translating([&] {
+      return route.comm.ireduce(src.data_ptr(), root_here ? s.buffer.data_ptr() : nullptr, count_of(t), data_type_of(t),
+                                op, root, route.options());
+    });
+    auto finish = [src, copy_back = root_here ? s.copy_back : std::function<void()>([] {})] { copy_back(); };
+    return enqueue(route, c10d::OpType::REDUCE, "paro:reduce", {t}, {{r, finish}});
+  }
+
+  // dist.gather: the root's outputs[0][j] = rank j's input; other ranks pass no outputs.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts = c10d::GatherOptions()) override {
+    at::Tensor in = single(inputs, "gather");
+    const int root = checked_rank(opts.rootRank, "gather", "root");
+    std::vector<at::Tensor> out = rooted_list(outputs, in, root, "gather", "output", "input");
+    Route route = route_for(in);
+    at::Tensor src = in.contiguous();
+    at::Tensor flat = rank_ == root ? at::empty({size_ * in.numel()}, in.options()) : at::Tensor();
+    Request r = translating([&] {
+      return route.comm.igather(src.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, count_of(in),
+                                data_type_of(in), root, route.options());
+    });
+    auto unpack = [src, flat, out, n = in.numel()] {
+      for (std::size_t k = 0; k < out.size(); ++k)
+        out[k].copy_(flat.narrow(0, static_cast<std::int64_t>(k) * n, n).view_as(out[k]));
+    };
+    return enqueue(route, c10d::OpType::GATHER, "paro:gather", out, {{r, unpack}});
+  }
+
+  // dist.scatter: outputs[0] = the root's inputs[0][rank]; other ranks pass no inputs.
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override {
+    at::Tensor out = single(outputs, "scatter");
+    const int root = checked_rank(opts.rootRank, "scatter", "root");
+    std::vector<at::Tensor> in = rooted_list(inputs, out, root, "scatter", "input", "output");
+    Route route = route_for(out);
+    at::Tensor flat = in.empty() ? at::Tensor() : flatten(in);
+    Staged s = staged(out);
+    Request r = translating([&] {
+      return route.comm.iscatter(flat.defined() ? flat.data_ptr() : nullptr, s.buffer.data_ptr(), count_of(out),
+                                 data_type_of(out), root, route.options());
+    });
+    return enqueue(route, c10d::OpType::SCATTER, "paro:scatter", {out},
+                   {{r, [flat, copy_back = s.copy_back] { copy_back(); }}});
+  }
+
+  // dist.send / recv / isend / irecv / batch_isend_irecv: paro's point-to-point messages, which match in
+  // issue order per peer and tag and never wait for the group's collectives.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    at::Tensor t = single(tensors, "send");
+    checked_rank(dst, "send", "destination");
+    Route route = route_for(t);
+    at::Tensor src = t.contiguous();
+    Request r = translating([&] { return route.comm.isend(src.data_ptr(), count_of(t), data_type_of(t), dst, tag); });
+    return enqueue(route, c10d::OpType::SEND, "paro:send", {}, {{r, [src] {}}});
+  }
+
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    at::Tensor t = single(tensors, "recv");
+    checked_rank(src, "recv", "source");
+    Route route = route_for(t);
+    Staged s = staged(t);
+    Request r =
+        translating([&] { return route.comm.irecv(s.buffer.data_ptr(), count_of(t), data_type_of(t), src, tag); });
+    return enqueue(route, c10d::OpType::RECV, "paro:recv", {t}, {{r, s.copy_back}});
+  }
+
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override {
+    TORCH_CHECK_VALUE(false, "paro backend: recv from any source is not supported (paro matches messages by ",
+                      "sender); give the source: dist.recv(tensor, src=rank)");
+  }
+
+  void monitoredBarrier(const c10d::BarrierOptions& = c10d::BarrierOptions(), bool = false) override {
+    TORCH_CHECK_VALUE(false, "paro backend: monitored_barrier is not supported; use dist.barrier(), which fails ",
+                      "after PARO_TIMEOUT seconds naming the rank it waits for");
+  }
+
+  // split_group and DeviceMesh: a child group over `ranks` (this group's ranks), connected through `store`,
+  // with this group's settings (paro's options travel in GroupSettings, not in c10d's Options).
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<c10d::Backend::Options>&) override {
+    const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+    TORCH_CHECK_VALUE(me != ranks.end(), "paro backend split: rank ", rank_, " is not among the ranks to split off");
+    GroupSettings child = settings_;
+    child.global_ranks.clear();
+    for (int r : ranks) {
+      checked_rank(r, "split", "member");
+      child.global_ranks.push_back(
+          settings_.global_ranks.empty() ? r : settings_.global_ranks[static_cast<std::size_t>(r)]);
+    }
+    if (child.world_size == 0) child.world_size = size_;
+    return c10::make_intrusive<Backend>(store, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()),
+                                        std::move(child));
+  }
+
   // An all-reduce of one byte: it completes on a rank only once every rank has contributed.
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& = c10d::BarrierOptions()) override {
     at::Tensor token = at::zeros({1}, at::kByte);
@@ -333,6 +440,23 @@ class Backend : public c10d::Backend {
                         " elements for an ", single_role, " of ", single.numel(), "; they must be equal");
     }
     return list;
+  }
+
+  // A rank of this group (a root, a peer), or a clear error.
+  int checked_rank(std::int64_t r, const char* what, const char* role) const {
+    TORCH_CHECK_VALUE(r >= 0 && r < size_, "paro backend ", what, ": ", role, " rank ", r, "; allowed: 0 .. ",
+                      size_ - 1);
+    return static_cast<int>(r);
+  }
+
+  // The root's list of a rooted collective (gather's outputs, scatter's inputs): a tensor per rank, each of
+  // `single`'s type, device and length; elsewhere no list, or an empty one.
+  std::vector<at::Tensor> rooted_list(std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& single, int root,
+                                      const char* what, const char* role, const char* single_role) const {
+    if (rank_ == root) return per_rank(lists, single, what, role, single_role);
+    TORCH_CHECK_VALUE(lists.empty() || (lists.size() == 1 && lists.front().empty()), "paro backend ", what, ": ", role,
+                      " tensors on rank ", rank_, ", which is not the root (", root, "); only the root passes them");
+    return {};
   }
 
   static Staged staged(const at::Tensor& t) {
@@ -470,6 +594,7 @@ class Backend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Store> store_;
   GroupSettings settings_;
+  c10::intrusive_ptr<c10d::Backend::Options> options_ = c10::make_intrusive<c10d::Backend::Options>("paro");
   std::unique_ptr<AnyCommunicator> comm_;
   std::unique_ptr<AnyCommunicator> device_comm_;  // CUDA tensors; made on the first
   c10::Device device_{c10::kCPU};                 // device_comm_'s GPU

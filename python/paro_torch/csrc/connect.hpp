@@ -22,6 +22,7 @@
 #include "paro/communicator/any_communicator.hpp"
 #include "paro/communicator/communicator.hpp"
 #include "paro/tools/backends.hpp"
+#include "paro/transport/paced.hpp"
 #include "paro/transport/ucx.hpp"
 #include "store.hpp"
 #ifdef PARO_HAVE_MPI
@@ -61,6 +62,33 @@ inline Topology restricted(const Topology& world, const std::vector<std::int64_t
     t.ranks.push_back(p);
   }
   return t;
+}
+
+// The default group's emulated links (PARO_EMULATE with link keys), which a later group's messages book too;
+// one per transport kind.
+template <class Inner>
+std::optional<typename paced::Transport<Inner>::Links>& world_links() {
+  static std::optional<typename paced::Transport<Inner>::Links> links;
+  return links;
+}
+
+// inner under PARO_EMULATE's link pacing, as paro-bench's host backends run (passing straight through
+// without link keys): the default group makes the cluster's links, a later group joins them with its
+// members' world ranks (without a default group on paro, its messages are not paced).
+template <class Inner>
+paced::Transport<Inner> paced_over(Inner inner, const GroupSettings& settings) {
+  using Paced = paced::Transport<Inner>;
+  const std::optional<std::string> emulate = env::get("PARO_EMULATE");
+  if (settings.global_ranks.empty()) {
+    Paced t = Paced::wrap(std::move(inner), topology::EmulationSpec::parse(emulate.value_or("nodes=1")));
+    world_links<Inner>() = t.links();
+    return t;
+  }
+  if (world_links<Inner>()) {
+    std::vector<int> members(settings.global_ranks.begin(), settings.global_ranks.end());
+    return Paced::joined(std::move(inner), *world_links<Inner>(), std::move(members));
+  }
+  return Paced::wrap(std::move(inner), topology::EmulationSpec::parse("nodes=1"));
 }
 
 inline bool launched_by_mpi() {
@@ -113,14 +141,14 @@ inline std::unique_ptr<AnyCommunicator> connect(const c10::intrusive_ptr<c10d::S
     MPI_Comm_create_group(MPI_COMM_WORLD, group, 0, &created);
     MPI_Group_free(&group);
     MPI_Group_free(&world_group);
-    comm = std::make_unique<AnyCommunicator>(mpi::Transport(created), std::move(config));
+    comm = std::make_unique<AnyCommunicator>(paced_over(mpi::Transport(created), settings), std::move(config));
     MPI_Comm_free(&created);
 #endif
   }
   if (!comm) {
     C10dStore paro_store(store);
     bootstrap::StoreBootstrap boot(paro_store, rank, size, "paro-torch");
-    comm = std::make_unique<AnyCommunicator>(ucx::Transport(boot), std::move(config));
+    comm = std::make_unique<AnyCommunicator>(paced_over(ucx::Transport(boot), settings), std::move(config));
   }
   if (default_group) world_topology() = comm->topology();
   return comm;
