@@ -124,6 +124,7 @@ class PointToPoint {
   std::condition_variable changed_;
   std::deque<std::unique_ptr<Op>> incoming_;  // issued, not yet taken by the worker
   bool stopping_ = false;
+  std::vector<std::shared_ptr<detail::RequestState>> failed_;  // the worker's: requests that failed
   std::thread worker_;
 
   static int header_tag(int tag) { return 2 * tag; }
@@ -177,7 +178,11 @@ class PointToPoint {
         continue;
       }
       if (!error && !op.mismatch.empty()) error = std::make_exception_ptr(UsageError(op.mismatch));
-      op.state->finish(error);  // the caller may reuse the buffer from here on
+      // The caller may reuse the buffer from here on. A failed request is kept until the worker has stopped,
+      // so that its error is never destroyed here while the caller may still be reading it.
+      const bool failed = error != nullptr;
+      op.state->finish(std::move(error));
+      if (failed) failed_.push_back(std::move(op.state));
       it = pending.erase(it);
       progressed = true;
     }
