@@ -105,7 +105,7 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
               algorithms::link_model_for(topology_, std::nullopt, tuning_.links_preset), tuning_.direct_max_bytes,
               tuning_.ring.window),
         scopes_(t_, topology_, groups_, cost_.bound_links().nic, lane_choice(t_)),
-        messages_(std::make_unique<PointToPoint<Transport>>(t_)) {
+        messages_(t_) {
     if (groups_.uneven())
       log::info(rank(), "grouping by ", grouping_.describe(), ": groups of different sizes (",
                 groups_.members.front().size(), " .. ", groups_.members.back().size(),
@@ -226,7 +226,7 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
     return post_message(false, buf, count, dt, peer, tag, s);
   }
   // Whether this backend carries point-to-point messages (else they fail with a UsageError that says why).
-  bool messages_available() const { return messages_->available(); }
+  bool messages_available() const { return messages_.available(); }
 
   // Nonblocking forms (communicator/progress.hpp): the arguments are checked now (a UsageError is thrown
   // here); the collective runs on this communicator's progress thread after everything issued before it,
@@ -266,7 +266,7 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
   GroupSpec grouping_;
   algorithms::CostModel cost_;
   Scopes<Transport> scopes_;
-  std::unique_ptr<PointToPoint<Transport>> messages_;  // their own communicator and thread
+  PointToPoint<Transport> messages_;  // their own communicator and thread
   // Last: destroyed first, so that its worker finishes the queued collectives while the rest still exists.
   ProgressEngine engine_{[this] { bind_worker_thread(); }};
 
@@ -286,6 +286,11 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
     return j;
   }
 
+  static void check_root(const char* what, int root, const Transport& t, Scope s) {
+    detail::require(root >= 0 && root < t.size(), what, ": root ", root, " is not a rank of the ", paro::name_of(s),
+                    " scope; allowed: 0 .. ", t.size() - 1);
+  }
+
   // Broadcast, gather and scatter: recv (broadcast: the buffer) on every rank, send where it is read.
   RootedJob prepare_rooted(Rooted kind, const void* send, void* recv, std::size_t count, DataType dt, int root,
                            Options o) {
@@ -293,8 +298,7 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
     Transport& t = scoped(what, o.scope);
     validation::data_type_and_op(what, dt, ReduceOp::sum);
     const int n = t.size();
-    detail::require(root >= 0 && root < n, what, ": root ", root, " is not a rank of the ", paro::name_of(o.scope),
-                    " scope; allowed: 0 .. ", n - 1);
+    check_root(what, root, t, o.scope);
     const std::size_t block = validation::checked_bytes(what, count, dt, 1);
     const std::size_t all = validation::checked_bytes(what, count, dt, n);
     const bool root_here = t.rank() == root;
@@ -332,8 +336,7 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
                            Options o) {
     const char* what = "reduce";
     Transport& t = scoped(what, o.scope);
-    detail::require(root >= 0 && root < t.size(), what, ": root ", root, " is not a rank of the ",
-                    paro::name_of(o.scope), " scope; allowed: 0 .. ", t.size() - 1);
+    check_root(what, root, t, o.scope);
     validation::data_type_and_op(what, dt, op);
     std::shared_ptr<void> scratch;
     if (t.rank() != root) {
@@ -348,7 +351,7 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
   Request post_message(bool is_send, void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) {
     const char* what = is_send ? "send" : "recv";
     Transport& t = scoped(what, s);
-    detail::require(messages_->available(), what, ": ", messages_->why_unavailable());
+    detail::require(messages_.available(), what, ": ", messages_.why_unavailable());
     validation::data_type_and_op(what, dt, ReduceOp::sum);
     const std::size_t bytes = validation::checked_bytes(what, count, dt, 1);
     validation::buffers(what, buf, is_send ? bytes : 0, buf, is_send ? 0 : bytes);
@@ -358,8 +361,9 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
                     "match it here, copy the buffer instead");
     detail::require(tag >= 0 && tag <= PointToPoint<Transport>::max_tag, what, ": tag ", tag, "; allowed: 0 .. ",
                     PointToPoint<Transport>::max_tag);
-    const int world_peer = scope_members(s, groups_, rank(), size())[static_cast<std::size_t>(peer)];
-    return messages_->post(is_send, buf, bytes, world_peer, tag, t.rank(), peer);
+    const int world_peer =
+        s == Scope::global ? peer : scope_members(s, groups_, rank(), size())[static_cast<std::size_t>(peer)];
+    return messages_.post(is_send, buf, bytes, world_peer, tag, t.rank(), peer);
   }
 
   template <class J>

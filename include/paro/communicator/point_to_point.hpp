@@ -46,7 +46,7 @@ class PointToPoint {
   static constexpr int max_tag = 16383;
 
   // Collective over world (a split) where the transport can carry point-to-point messages.
-  explicit PointToPoint(Transport& world) : name_(Transport::name) {
+  explicit PointToPoint(Transport& world) {
     if constexpr (has_test_v<Transport>) {
       if (world.concurrent_use()) t_.emplace(world.split(0, world.rank()));
     }
@@ -69,7 +69,7 @@ class PointToPoint {
   std::string why_unavailable() const {
     return detail::concat("point-to-point messages need a backend whose communicators can be tested without ",
                           "blocking and driven from two threads at once (threads, ucx, mpi under ",
-                          "MPI_THREAD_MULTIPLE); the ", name_, " backend here cannot");
+                          "MPI_THREAD_MULTIPLE); the ", Transport::name, " backend here cannot");
   }
 
   // peer: a rank of the split communicator (= the Communicator's global rank); errors name the ranks as the
@@ -119,7 +119,6 @@ class PointToPoint {
   };
 
   std::optional<Transport> t_;
-  const char* name_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::unique_ptr<Op>> incoming_;  // issued, not yet taken by the worker

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -244,14 +245,23 @@ inline bool reduced_matrix() {
   return v && *v == "reduced";
 }
 
+// The data types and ops a matrix covers: all, or three of each under PARO_TEST_MATRIX=reduced.
+inline std::vector<DataType> matrix_data_types() {
+  if (reduced_matrix()) return {DataType::f32, DataType::f16, DataType::i32};
+  return {std::begin(all_data_types), std::end(all_data_types)};
+}
+inline std::vector<ReduceOp> matrix_ops() {
+  if (reduced_matrix()) return {ReduceOp::sum, ReduceOp::max, ReduceOp::avg};
+  return {std::begin(all_reduce_ops), std::end(all_reduce_ops)};
+}
+
 // Broadcasts of every data type (three under PARO_TEST_MATRIX=reduced) and the given counts from the first,
 // the middle and the last rank of the scope; with `large`, also 3 MiB + 3 bytes of u8 and f32 from the first
 // and the last (a pipelined chain where the scope has more than 3 ranks). Returns this rank's failures.
 template <class Comm>
 std::vector<std::string> broadcast_matrix(Comm& comm, const std::vector<std::size_t>& counts,
                                           Scope scope = Scope::global, bool large = false) {
-  std::vector<DataType> dtypes(std::begin(all_data_types), std::end(all_data_types));
-  if (reduced_matrix()) dtypes = {DataType::f32, DataType::f16, DataType::i32};
+  const std::vector<DataType> dtypes = matrix_data_types();
   const int n = comm.transport(scope).size();
   std::vector<std::string> failures;
   for (DataType dt : dtypes)
@@ -274,13 +284,8 @@ std::vector<std::string> broadcast_matrix(Comm& comm, const std::vector<std::siz
 template <class Comm>
 std::vector<std::string> run_matrix(Comm& comm, Collective coll, Algorithm algo, const std::vector<std::size_t>& counts,
                                     Scope scope = Scope::global) {
-  const bool reduced = reduced_matrix();
-  std::vector<DataType> dtypes(std::begin(all_data_types), std::end(all_data_types));
-  std::vector<ReduceOp> ops(std::begin(all_reduce_ops), std::end(all_reduce_ops));
-  if (reduced) {
-    dtypes = {DataType::f32, DataType::f16, DataType::i32};
-    ops = {ReduceOp::sum, ReduceOp::max, ReduceOp::avg};
-  }
+  const std::vector<DataType> dtypes = matrix_data_types();
+  const std::vector<ReduceOp> ops = matrix_ops();
   std::vector<std::string> failures;
   for (DataType dt : dtypes) {
     for (ReduceOp op : ops) {

@@ -135,12 +135,8 @@ std::string check_reduce(Comm& comm, DataType dt, ReduceOp op, std::size_t count
 template <class Comm>
 std::vector<std::string> rooted_matrix(Comm& comm, const std::vector<std::size_t>& counts,
                                        Scope scope = Scope::global) {
-  std::vector<DataType> dtypes(std::begin(all_data_types), std::end(all_data_types));
-  std::vector<ReduceOp> ops(std::begin(all_reduce_ops), std::end(all_reduce_ops));
-  if (reduced_matrix()) {
-    dtypes = {DataType::f32, DataType::f16, DataType::i32};
-    ops = {ReduceOp::sum, ReduceOp::max, ReduceOp::avg};
-  }
+  const std::vector<DataType> dtypes = matrix_data_types();
+  const std::vector<ReduceOp> ops = matrix_ops();
   const int n = comm.transport(scope).size();
   std::vector<std::string> failures;
   auto add = [&](std::string f) {

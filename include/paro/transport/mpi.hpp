@@ -189,9 +189,6 @@ class Transport : public HostMemory {
     return r;
   }
 
-  // Polls rather than blocking in MPI_Wait, so that a dead peer becomes an error after PARO_TIMEOUT. Under
-  // SimGrid's SMPI a poll costs simulated time (smpi/test) and the simulator reports deadlocks itself, so
-  // there it blocks.
   // Whether wait(r) would return (or throw) without blocking; the statuses stay for wait to read.
   bool test(Request& r) {
     for (MPI_Request& q : r.pieces) {
@@ -202,6 +199,9 @@ class Transport : public HostMemory {
     return true;
   }
 
+  // Polls rather than blocking in MPI_Wait, so that a dead peer becomes an error after PARO_TIMEOUT. Under
+  // SimGrid's SMPI a poll costs simulated time (smpi/test) and the simulator reports deadlocks itself, so
+  // there it blocks.
   void wait(Request& r) {
     if (r.pieces.empty()) return;
     std::vector<MPI_Status> statuses(r.pieces.size());
