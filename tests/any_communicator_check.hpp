@@ -2,7 +2,7 @@
 // One body for every backend's test binary: the collective matrix through paro::AnyCommunicator, the type
 // whose backend is chosen at run time, over a transport of the backend under test. It must run exactly
 // what Communicator<T> runs: every collective and type, flat and automatic algorithms, in and out of place,
-// broadcasts, gathers, scatters, reduces, point-to-point messages, a nonblocking collective, and the
+// broadcasts, gathers, scatters, reduces, all_to_allv, point-to-point messages, a nonblocking collective, and the
 // backend's name.
 
 #include <string>
@@ -26,6 +26,7 @@ std::vector<std::string> any_communicator_matrix(Transport t) {
     for (Algorithm algo : {Algorithm::ring, Algorithm::automatic}) add(run_matrix(comm, coll, algo, {0, 1, 7, 1000}));
   add(broadcast_matrix(comm, {0, 1, 1000}));
   add(rooted_matrix(comm, {0, 1, 1000}));
+  add(all_to_allv_matrix(comm, {0, 300}));
   if (comm.messages_available()) add(check_messages(comm, 1000));  // (not under NCCL's message rules)
   std::vector<float> grad(1000, 1.0f);
   Request r = comm.iall_reduce(grad.data(), grad.data(), grad.size(), ReduceOp::sum);

@@ -212,6 +212,90 @@ TEST(ThreadsRooted, LargeScopedAndBadArguments) {
   EXPECT_TRUE(failures.empty()) << first_lines(failures);
 }
 
+// all_to_allv at every rank count: blocks of their own lengths (zeros among them) in the reverse rank order
+// with gaps, every data type, in and out of place.
+class ThreadsAllToAllv : public ::testing::TestWithParam<int> {};
+
+TEST_P(ThreadsAllToAllv, EveryTypeUnevenBlocks) {
+  auto failures = on_threads(GetParam(), [&](auto& comm) {
+    return paro::testing::all_to_allv_matrix(comm, {0, 1, 250});
+  });
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllRankCounts, ThreadsAllToAllv, ::testing::Range(1, 17));
+
+// Blocks of about a MiB in every scope of an uneven cluster; the bad arguments each refused with what is
+// allowed; under PARO_CHECK a pair of ranks that disagree on a block's length is named on every rank.
+TEST(ThreadsAllToAllv, LargeScopedBadArgumentsAndDisagreement) {
+  auto failures = on_cluster("nodes=3,ranks=2", "2", [&](auto& comm) {
+    std::vector<std::string> f;
+    for (paro::Scope s : paro::all_scopes)
+      for (bool in_place : {false, true}) {
+        std::string x = paro::testing::check_all_to_allv(comm, paro::DataType::u8, std::size_t{1} << 20, in_place, s);
+        if (!x.empty()) f.push_back(std::move(x));
+      }
+    std::vector<float> a(64), b(64);
+    const int me = comm.rank();
+    const auto ones = paro::Blocks::packed(std::vector<std::size_t>(6, 1));
+    for (
+        auto [call, want] : std::vector<std::pair<std::function<void()>, std::string>>{
+            {[&] {
+               comm.all_to_allv(a.data(), paro::Blocks::packed({1, 1}), b.data(), ones);
+             },
+             "all_to_allv: send_blocks has 2 counts and 2 displs for a scope of 6 ranks; allowed: one of each per "
+             "rank"},
+            {[&] {
+               auto more = ones;
+               more.counts[static_cast<std::size_t>(me)] = 2;
+               comm.all_to_allv(a.data(), more, b.data(), ones);
+             },
+             "all_to_allv: this rank (" + std::to_string(me) + ") sends itself 2 elements (send_blocks.counts[" +
+                 std::to_string(me) + "]) but takes 1 from itself"},
+            {[&] {
+               const std::vector<std::size_t> twos(6, 2);
+               comm.all_to_allv(a.data(), paro::Blocks::packed(twos), b.data(), paro::Blocks{twos, {0, 2, 4, 6, 8, 9}});
+             },
+             "all_to_allv: recv_blocks's blocks of ranks 4 and 5 overlap (elements 8 .. 9 and 9 .. 10); each rank's "
+             "block needs its own elements"},
+            {[&] {
+               comm.all_to_allv(a.data(), ones, a.data(), paro::Blocks{ones.counts, {6, 7, 8, 9, 10, 11}});
+             },
+             "all_to_allv: in place (send == recv) with send_blocks != recv_blocks; in place means send == recv with "
+             "the same blocks"},
+            {[&] { comm.all_to_allv(a.data(), ones, a.data() + 3, ones); },
+             "all_to_allv: send and recv buffers overlap without being in place"},
+            {[&] { comm.all_to_allv(static_cast<const float*>(nullptr), ones, b.data(), ones); },
+             "all_to_allv: send buffer is null but 24 bytes are to be sent"},
+            {[&] { comm.all_to_allv(a.data(), ones, b.data(), ones, {Algorithm::tree}); },
+             "all_to_allv: algorithm tree; all_to_allv has one schedule (the pairwise exchange), so allowed: "
+             "automatic ring"},
+        }) {
+      const std::string e = paro::testing::error_of(call);
+      if (e.find(want) == std::string::npos) f.push_back("rank " + std::to_string(me) + ": " + e);
+    }
+    return f;
+  });
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+  // Rank 1 sends rank 2 three elements, which rank 2 expects two of: every rank names the pair.
+  paro::CommunicatorConfig config;
+  config.tuning.check_signatures = true;
+  failures =
+      paro::testing::joined(paro::tools::run_on_thread_ranks<paro::testing::TestLauncher>(4, config, [](auto& comm) {
+        std::vector<float> a(16), b(16);
+        auto sends = paro::Blocks::packed(std::vector<std::size_t>(4, 2)), receives = sends;
+        if (comm.rank() == 1) sends = paro::Blocks::packed({2, 2, 3, 2});
+        const std::string e = paro::testing::error_of([&] { comm.all_to_allv(a.data(), sends, b.data(), receives); });
+        const std::string want =
+            "PARO_CHECK: the ranks of this all_to_allv disagree: rank 1 sends 3 elements to rank 2 "
+            "(send_blocks.counts[2]), which takes 2 from it (recv_blocks.counts[1])";
+        if (e.find(want) == std::string::npos)
+          return std::vector<std::string>{"rank " + std::to_string(comm.rank()) + ": " + e};
+        return std::vector<std::string>{};
+      }));
+  EXPECT_TRUE(failures.empty()) << first_lines(failures);
+}
+
 // Point-to-point messages at every rank count from 2: two tags, three messages each, receives posted in
 // another order than the sends, counts 0, 1 and 1000; a wrong length fails that receive alone.
 class ThreadsMessages : public ::testing::TestWithParam<int> {};

@@ -50,6 +50,7 @@ TEST(Paced, ExactResultsThroughTheDecorator) {
            {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_cc, Algorithm::automatic})
         for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 1000})) mine.push_back(f);
     for (auto& f : paro::testing::rooted_matrix(comm, {0, 1000})) mine.push_back(f);
+    for (auto& f : paro::testing::all_to_allv_matrix(comm, {300})) mine.push_back(f);
     for (auto& f : paro::testing::check_messages(comm, 1000)) mine.push_back(f);
     std::lock_guard<std::mutex> lock(m);
     failures.insert(failures.end(), mine.begin(), mine.end());

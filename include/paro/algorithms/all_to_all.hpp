@@ -12,6 +12,7 @@
 //   arrival. Each remote unit costs one message on the slow links instead of g. paro_cc overlaps the
 //   pieces: the rail carries piece k while my unit exchanges piece k+1; paro_seq runs the unit's pieces,
 //   then the rail. Inside a unit the same applies level by level. Uneven units run the pairwise exchange.
+// - all_to_allv (a length per block): the pairwise exchange.
 //
 // In place (send == recv), the input is copied aside first. Costs are in cost/all_to_all_cost.hpp.
 
@@ -48,14 +49,16 @@ struct Input {
 };
 }  // namespace all_to_all_detail
 
-// Sends send_at(j) (bytes long) to member j and receives member j's block into recv_at(j), for every member
-// j of t, my own block by a copy (none where both are one place). Exchange k pairs me with r+k (to) and r-k (from).
-template <class T, class SendAt, class RecvAt>
-void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, std::size_t bytes) {
+// Sends send_at(j) (send_bytes(j) long) to member j and receives member j's block of recv_bytes(j) into
+// recv_at(j), for every member j of t, my own block by a copy (none where both are one place). Exchange k
+// pairs me with r+k (to) and r-k (from); an empty block is neither sent nor received, so both sides must
+// agree on which are empty.
+template <class T, class SendAt, class RecvAt, class SendBytes, class RecvBytes>
+void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, SendBytes&& send_bytes, RecvBytes&& recv_bytes) {
   namespace d = all_to_all_detail;
   const int n = t.size(), r = t.rank();
   char* const mine = recv_at(r);
-  if (mine != send_at(r)) t.copy(mine, send_at(r), bytes);
+  if (mine != send_at(r) && recv_bytes(r) > 0) t.copy(mine, send_at(r), recv_bytes(r));
   if (n == 1) return;
   activity::PhaseScope phase("pairwise all-to-all");
   const int w = std::min(d::exchanges_in_flight, n - 1);
@@ -63,9 +66,9 @@ void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, std::size_t byt
   auto post = [&](int k) {
     const std::size_t slot = static_cast<std::size_t>((k - 1) % w);
     const int from = mod(r - k, n), to = mod(r + k, n);
-    recvs[slot] = t.irecv(recv_at(from), bytes, from, d::tag);
+    recvs[slot] = recv_bytes(from) > 0 ? t.irecv(recv_at(from), recv_bytes(from), from, d::tag) : typename T::Request{};
     t.wait(sends[slot]);
-    sends[slot] = t.isend(send_at(to), bytes, to, d::tag);
+    sends[slot] = send_bytes(to) > 0 ? t.isend(send_at(to), send_bytes(to), to, d::tag) : typename T::Request{};
   };
   for (int k = 1; k <= w; ++k) post(k);
   for (int k = 1; k < n; ++k) {
@@ -73,6 +76,13 @@ void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, std::size_t byt
     if (k + w < n) post(k + w);
   }
   t.wait_all(sends);
+}
+
+// Blocks of one length.
+template <class T, class SendAt, class RecvAt>
+void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, std::size_t bytes) {
+  auto every = [bytes](int) { return bytes; };
+  pairwise_exchange(t, send_at, recv_at, every, every);
 }
 
 template <class T>
@@ -83,6 +93,41 @@ void pairwise_all_to_all(T& t, const Call& c) {
   pairwise_exchange(
       t, [&](int j) { return in.data + static_cast<std::size_t>(j) * block; },
       [&](int j) { return out + static_cast<std::size_t>(j) * block; }, block);
+}
+
+// A block of an all_to_allv buffer, in bytes.
+struct Extent {
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
+// The bytes from a buffer's start to the end of its last non-empty block.
+inline std::size_t span(const std::vector<Extent>& blocks) {
+  std::size_t end = 0;
+  for (const Extent& e : blocks)
+    if (e.bytes > 0) end = std::max(end, e.offset + e.bytes);
+  return end;
+}
+
+// all_to_allv: sends[j] of send goes to rank j, recvs[j] of recv comes from rank j, through the pairwise
+// exchange (each rank's blocks have their own lengths, so the exchanges of Bruck's and the hierarchical
+// schedule would have to carry them as well). In place (send == recv, and then sends == recvs), the input
+// is copied aside first.
+template <class T>
+void pairwise_all_to_allv(T& t, const void* send, const std::vector<Extent>& sends, void* recv,
+                          const std::vector<Extent>& recvs) {
+  const bool in_place = send == recv;
+  auto aside = t.allocate(in_place ? span(sends) : 0);
+  if (in_place && span(sends) > 0) t.copy(aside.data(), send, span(sends));
+  const char* in = in_place ? aside.data() : static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  const auto of = [](const std::vector<Extent>& blocks, int j) -> const Extent& {
+    return blocks[static_cast<std::size_t>(j)];
+  };
+  pairwise_exchange(
+      t, [&](int j) { return of(sends, j).bytes > 0 ? in + of(sends, j).offset : in; },
+      [&](int j) { return of(recvs, j).bytes > 0 ? out + of(recvs, j).offset : out; },
+      [&](int j) { return of(sends, j).bytes; }, [&](int j) { return of(recvs, j).bytes; });
 }
 
 // Bruck's all-to-all: rotate so that slot j holds my block for rank r+j; at distance d send the slots

@@ -19,6 +19,7 @@
 
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/registry.hpp"
+#include "paro/communicator/blocks.hpp"
 #include "paro/communicator/communicator.hpp"
 #include "paro/communicator/jobs.hpp"
 #include "paro/communicator/options.hpp"
@@ -123,6 +124,14 @@ class AnyCommunicator : public Verbs<AnyCommunicator> {
   Request ireduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root, Options o = {}) {
     return impl_->ireduce(send, recv, count, dt, op, root, std::move(o));
   }
+  void all_to_allv(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks, DataType dt,
+                   Options o = {}) {
+    impl_->iall_to_allv(send, send_blocks, recv, recv_blocks, dt, std::move(o)).wait();
+  }
+  Request iall_to_allv(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks, DataType dt,
+                       Options o = {}) {
+    return impl_->iall_to_allv(send, send_blocks, recv, recv_blocks, dt, std::move(o));
+  }
   void send(const void* buf, std::size_t count, DataType dt, int peer, int tag = 0, Scope s = Scope::global) {
     isend(buf, count, dt, peer, tag, s).wait();
   }
@@ -136,7 +145,9 @@ class AnyCommunicator : public Verbs<AnyCommunicator> {
     return impl_->irecv(buf, count, dt, peer, tag, s);
   }
   bool messages_available() const { return impl_->messages_available(); }
+  using Named::all_to_allv;
   using Named::broadcast;
+  using Named::iall_to_allv;
   using Named::ibroadcast;
 
  private:
@@ -165,6 +176,8 @@ class AnyCommunicator : public Verbs<AnyCommunicator> {
                            Options o) = 0;
     virtual Request ireduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root,
                             Options o) = 0;
+    virtual Request iall_to_allv(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks,
+                                 DataType dt, Options o) = 0;
     virtual Request isend(const void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) = 0;
     virtual Request irecv(void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) = 0;
     virtual bool messages_available() const = 0;
@@ -236,6 +249,10 @@ class AnyCommunicator : public Verbs<AnyCommunicator> {
     Request ireduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root,
                     Options o) override {
       return comm_.ireduce(send, recv, count, dt, op, root, std::move(o));
+    }
+    Request iall_to_allv(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks,
+                         DataType dt, Options o) override {
+      return comm_.iall_to_allv(send, send_blocks, recv, recv_blocks, dt, std::move(o));
     }
     Request isend(const void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) override {
       return comm_.isend(buf, count, dt, peer, tag, s);

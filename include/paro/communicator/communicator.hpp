@@ -12,6 +12,9 @@
 //                                          left undefined)
 //   all_to_all(send, recv, count)          both hold size()*count; block j of send goes to rank j, block j
 //                                          of recv comes from rank j; in place when send == recv
+//   all_to_allv(send, send_blocks,         as all_to_all with a count and a displacement per rank on each
+//               recv, recv_blocks)         side (communicator/blocks.hpp); in place when send == recv and
+//                                          send_blocks == recv_blocks
 //   broadcast(buf, count, root)            buf holds count elements; the root's become everyone's
 //   gather(send, recv, count, root)        send holds count; the root's recv holds size()*count, rank r's block
 //                                          at recv + r*count (recv unused elsewhere); in place at the root
@@ -22,7 +25,8 @@
 //   reduce(send, recv, count, op, root)    both hold count elements (recv only at the root): the root's recv
 //                                          = send reduced over the scope's ranks; in place when send == recv
 //   send / recv(buf, count, peer, tag)     point-to-point (communicator/point_to_point.hpp): not collective
-// All ranks must call the same verbs in the same order with the same count, type, op, algorithm and scope.
+// All ranks must call the same verbs in the same order with the same count, type, op, algorithm and scope
+// (all_to_allv: the same type and scope, and each pair of ranks the same length for its block).
 // Buffers belong to the caller; a verb returns when this rank's part is complete and its buffers may be
 // reused (other ranks may still be finishing theirs).
 //
@@ -32,7 +36,8 @@
 //
 // Algorithms: ring and tree (flat), mics_hcs, paro_seq and paro_cc (hierarchical: over the levels of the
 // topology among the scope's ranks), native (the backend's own), automatic (the cost model's fastest).
-// all_to_all's: ring (pairwise exchange), tree (Bruck's), paro_seq and paro_cc (hierarchical).
+// all_to_all's: ring (pairwise exchange), tree (Bruck's), paro_seq and paro_cc (hierarchical); all_to_allv's:
+// the pairwise exchange.
 // The settings that change how they run are a Tuning (communicator/tuning.hpp).
 
 #include <cstddef>
@@ -54,6 +59,7 @@
 #include "paro/algorithms/paro_cc.hpp"
 #include "paro/algorithms/registry.hpp"
 #include "paro/algorithms/rooted.hpp"
+#include "paro/communicator/blocks.hpp"
 #include "paro/communicator/discovery.hpp"
 #include "paro/communicator/jobs.hpp"
 #include "paro/communicator/options.hpp"
@@ -208,6 +214,16 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
     run_now(prepare_reduce(send, recv, count, dt, op, root, std::move(o)));
   }
 
+  // Block j of send (send_blocks.counts[j] elements from element send_blocks.displs[j]) goes to rank j of
+  // the scope, and rank j's block for this rank lands at recv_blocks' block j: every block has its own
+  // length, zero included, and both ranks of a pair must give it the same one (PARO_CHECK=1 compares them).
+  // One schedule, the pairwise exchange (algorithms/all_to_all.hpp): the algorithm must be automatic or
+  // ring. Errors as all_reduce.
+  void all_to_allv(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks, DataType dt,
+                   Options o = {}) {
+    run_now(prepare_all_to_allv(send, send_blocks, recv, recv_blocks, dt, std::move(o)));
+  }
+
   // Point-to-point (communicator/point_to_point.hpp): count elements of buf to / from rank peer of scope s
   // (not this rank), with a tag in 0 .. 16383. Messages between two ranks with one tag match in the order
   // they were issued; a receive of another length than its message fails, naming both. Not collective, and
@@ -248,13 +264,19 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
   Request ireduce(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op, int root, Options o = {}) {
     return submit(prepare_reduce(send, recv, count, dt, op, root, std::move(o)));
   }
+  Request iall_to_allv(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks, DataType dt,
+                       Options o = {}) {
+    return submit(prepare_all_to_allv(send, send_blocks, recv, recv_blocks, dt, std::move(o)));
+  }
 
   // Returns once every collective issued so far has completed; throws the first failure, if any. Use it
   // before driving transport() directly while nonblocking collectives may be in flight.
   void wait_all() { engine_.wait_all(); }
 
-  // The typed forms of broadcast (verbs.hpp: the data type follows from T).
+  // The typed forms of broadcast and all_to_allv (verbs.hpp: the data type follows from T).
+  using Named::all_to_allv;
   using Named::broadcast;
+  using Named::iall_to_allv;
   using Named::ibroadcast;
 
  private:
@@ -272,9 +294,11 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
 
   using Job = CollectiveJob<Communicator>;
   using RootedJob = paro::RootedJob<Communicator>;
+  using AllToAllvJob = paro::AllToAllvJob<Communicator>;
   using Context = ScheduleContext<Communicator>;
   friend Job;
   friend RootedJob;
+  friend AllToAllvJob;
   friend Context;
 
   // The checks that need no communication, and the plan; the rest happens in execute().
@@ -348,6 +372,36 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
     return {prepare(Collective::all_reduce, send, recv, count, dt, op, std::move(o)), std::move(scratch)};
   }
 
+  AllToAllvJob prepare_all_to_allv(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks,
+                                   DataType dt, Options o) {
+    const char* what = "all_to_allv";
+    Transport& t = scoped(what, o.scope);
+    validation::data_type_and_op(what, dt, ReduceOp::sum);
+    std::vector<algorithms::Extent> sends = validation::extents(what, "send_blocks", send_blocks, dt, t.size());
+    std::vector<algorithms::Extent> recvs = validation::extents(what, "recv_blocks", recv_blocks, dt, t.size());
+    const auto me = static_cast<std::size_t>(t.rank());
+    detail::require(sends[me].bytes == recvs[me].bytes, what, ": this rank (", me, ") sends itself ",
+                    send_blocks.counts[me], " elements (send_blocks.counts[", me, "]) but takes ",
+                    recv_blocks.counts[me], " from itself (recv_blocks.counts[", me, "])");
+    validation::disjoint(what, "recv_blocks", recvs, dt);
+    const std::size_t send_span = algorithms::span(sends), recv_span = algorithms::span(recvs);
+    validation::buffers(what, send, send_span, recv, recv_span);
+    const bool in_place = send == recv && send_span + recv_span > 0;
+    if (in_place)
+      detail::require(send_blocks == recv_blocks, what, ": in place (send == recv) with send_blocks != recv_blocks; ",
+                      "in place means send == recv with the same blocks");
+    else
+      validation::in_place_or_disjoint(what, send, send_span, recv, recv_span, nullptr,
+                                       "send == recv with send_blocks == recv_blocks");
+    detail::require(o.algorithm == Algorithm::automatic || o.algorithm == Algorithm::ring, what, ": algorithm ",
+                    name_of(o.algorithm),
+                    "; all_to_allv has one schedule (the pairwise exchange), so allowed: automatic ring");
+    AllToAllvJob j{
+        this, o.scope, send, recv, dt, std::move(sends), std::move(recvs), in_place, std::move(o.inputs_ready)};
+    log::info(rank(), j);
+    return j;
+  }
+
   Request post_message(bool is_send, void* buf, std::size_t count, DataType dt, int peer, int tag, Scope s) {
     const char* what = is_send ? "send" : "recv";
     Transport& t = scoped(what, s);
@@ -401,6 +455,16 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
       case Rooted::gather: algorithms::direct_gather(t, j.send, j.recv, block, j.root, tuning_.ring); return;
       case Rooted::scatter: algorithms::direct_scatter(t, j.send, j.recv, block, j.root, tuning_.ring); return;
     }
+  }
+
+  void execute(const AllToAllvJob& j) {
+    activity::CollectiveScope doing(&j,
+                                    [](const void* job) { return static_cast<const AllToAllvJob*>(job)->describe(); });
+    Transport& t = transport(j.scope);
+    if (j.inputs_ready) j.inputs_ready();
+    check_agreement(t, all_to_allv_signature, j.scope, Algorithm::automatic, "", 0, j.dt, 0);
+    if (tuning_.check_signatures) check_block_agreement(t, j.sends, j.recvs, j.dt);
+    algorithms::pairwise_all_to_allv(t, j.send, j.sends, j.recv, j.recvs);
   }
 
   // A CUDA backend's calls act on the calling thread's current device: the progress thread selects it.

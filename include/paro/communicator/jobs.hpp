@@ -8,8 +8,10 @@
 #include <ostream>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/all_to_all.hpp"
 #include "paro/algorithms/ring.hpp"
 #include "paro/communicator/planner.hpp"
 #include "paro/communicator/scopes.hpp"
@@ -67,6 +69,29 @@ struct RootedJob {
   friend std::ostream& operator<<(std::ostream& out, const RootedJob& j) {
     return out << name_of(j.kind) << " " << paro::name_of(j.scope) << " count=" << j.count << " " << paro::name_of(j.dt)
                << " root=" << j.root;
+  }
+  std::string describe() const { return detail::concat(*this); }
+};
+
+// A checked all_to_allv (one schedule, no plan): each rank's block of send and of recv, in bytes.
+template <class Comm>
+struct AllToAllvJob {
+  Comm* self;
+  Scope scope;
+  const void* send;
+  void* recv;
+  DataType dt;
+  std::vector<algorithms::Extent> sends, recvs;
+  bool in_place;
+  std::function<void()> inputs_ready;
+  void operator()() const { self->execute(*this); }
+  friend std::ostream& operator<<(std::ostream& out, const AllToAllvJob& j) {
+    std::size_t sent = 0, received = 0;
+    for (const auto& e : j.sends) sent += e.bytes;
+    for (const auto& e : j.recvs) received += e.bytes;
+    return out << "all_to_allv " << paro::name_of(j.scope) << " " << paro::name_of(j.dt) << " sends "
+               << sent / size_of(j.dt) << " receives " << received / size_of(j.dt) << " elements"
+               << (j.in_place ? " in-place" : "");
   }
   std::string describe() const { return detail::concat(*this); }
 };

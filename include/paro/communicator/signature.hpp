@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/algorithms/all_to_all.hpp"
 #include "paro/algorithms/lanes.hpp"
 #include "paro/communicator/jobs.hpp"
 #include "paro/communicator/scopes.hpp"
@@ -15,13 +17,17 @@
 #include "paro/communicator/validation.hpp"
 #include "paro/core/dtype.hpp"
 #include "paro/core/reduce_op.hpp"
+#include "paro/transport/control.hpp"
 
 namespace paro {
 
 // The signature's collective field of a broadcast, gather or scatter (not Collectives: one schedule, no
 // algorithm): -1 - its Rooted kind; its op field holds the root.
 inline std::int64_t rooted_signature(Rooted k) { return -1 - static_cast<std::int64_t>(k); }
-inline bool is_rooted_signature(std::int64_t c) { return c < 0; }
+// ... and of an all_to_allv (its count field is 0: each rank's blocks are its own; check_block_agreement
+// compares them).
+constexpr std::int64_t all_to_allv_signature = -64;
+inline bool is_rooted_signature(std::int64_t c) { return c < 0 && c > all_to_allv_signature; }
 inline Rooted rooted_of_signature(std::int64_t c) { return static_cast<Rooted>(-1 - c); }
 
 // FNV-1a of a printed plan: equal plans give equal numbers on every rank.
@@ -31,7 +37,7 @@ inline std::int64_t plan_hash(const std::string& printed) {
   return static_cast<std::int64_t>(h);
 }
 
-// c: a Collective, or rooted_signature (then op is the root); plan: the call's plan as printed
+// c: a Collective, rooted_signature or all_to_allv_signature (then op is the root); plan: the call's plan as printed
 // (registry.hpp's print; empty for a rooted call); lanes: where the lanes of hierarchical algorithms may run on
 // t; name_of: the Communicator's names of algorithms and collectives.
 template <class Transport, class NameOf>
@@ -54,6 +60,10 @@ void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneCh
   const std::int64_t my_plan = mine.values[F::plan];
   validation::check_agreement(t, mine, paro::name_of(s), [&name_of, &plan, my_plan](const F& f) {
     const auto& v = f.values;
+    if (v[F::collective] == all_to_allv_signature)
+      return detail::concat("all_to_allv scope=", paro::name_of(static_cast<Scope>(v[F::scope])), " ",
+                            paro::name_of(static_cast<DataType>(v[F::data_type])),
+                            " (PARO_RING_WINDOW=", v[F::ring_window], ")");
     if (is_rooted_signature(v[F::collective]))
       return detail::concat(paro::name_of(rooted_of_signature(v[F::collective])),
                             " scope=", paro::name_of(static_cast<Scope>(v[F::scope])), " count=", v[F::count], " ",
@@ -70,6 +80,31 @@ void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneCh
         " lanes=", algorithms::name_of(static_cast<algorithms::LaneChoice>(v[F::lanes])),
         " PARO_DIRECT_MAX=", v[F::direct_max], ")");
   });
+}
+
+// PARO_CHECK=1 for an all_to_allv: every rank's send blocks against their receivers' recv blocks (the
+// lengths, in bytes; an all-gather of n * n of them), so that a pair that disagrees is named on every rank
+// instead of a hang (an empty block is not sent) or a size mismatch on one.
+template <class Transport>
+void check_block_agreement(Transport& t, const std::vector<algorithms::Extent>& sends,
+                           const std::vector<algorithms::Extent>& recvs, DataType dt) {
+  const int n = t.size(), r = t.rank();
+  const auto un = static_cast<std::size_t>(n);
+  // Row i: rank i's send lengths, then its receive lengths.
+  std::vector<std::int64_t> all(2 * un * un);
+  for (std::size_t j = 0; j < un; ++j) {
+    all[2 * un * static_cast<std::size_t>(r) + j] = static_cast<std::int64_t>(sends[j].bytes);
+    all[2 * un * static_cast<std::size_t>(r) + un + j] = static_cast<std::int64_t>(recvs[j].bytes);
+  }
+  control::bruck_all_gather_host(t, all.data(), 2 * un, DataType::i64);
+  const auto element = static_cast<std::int64_t>(size_of(dt));
+  for (std::size_t from = 0; from < un; ++from)
+    for (std::size_t to = 0; to < un; ++to) {
+      const std::int64_t sent = all[2 * un * from + to], taken = all[2 * un * to + un + from];
+      detail::require(sent == taken, "PARO_CHECK: the ranks of this all_to_allv disagree: rank ", from, " sends ",
+                      sent / element, " elements to rank ", to, " (send_blocks.counts[", to, "]), which takes ",
+                      taken / element, " from it (recv_blocks.counts[", from, "])");
+    }
 }
 
 }  // namespace paro

@@ -1,12 +1,13 @@
 #pragma once
 // The verbs named after their collective, and the typed forms of every verb (the data type follows from
 // the element type T): a base of the Communicator and of AnyCommunicator, which give collective(),
-// icollective(), broadcast() and ibroadcast() (communicator.hpp).
+// icollective(), broadcast(), ibroadcast(), all_to_allv() and iall_to_allv() (communicator.hpp).
 
 #include <cstddef>
 #include <utility>
 
 #include "paro/algorithms/algorithm.hpp"
+#include "paro/communicator/blocks.hpp"
 #include "paro/communicator/options.hpp"
 #include "paro/communicator/progress.hpp"
 #include "paro/core/dtype.hpp"
@@ -73,6 +74,11 @@ class Verbs {
     all_to_all(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, std::move(o));
   }
   template <class T>
+  void all_to_allv(const T* send, const Blocks& send_blocks, T* recv, const Blocks& recv_blocks, Options o = {}) {
+    self().all_to_allv(static_cast<const void*>(send), send_blocks, static_cast<void*>(recv), recv_blocks,
+                       data_type_v<T>, std::move(o));
+  }
+  template <class T>
   void broadcast(T* buf, std::size_t count, int root, Options o = {}) {
     self().broadcast(static_cast<void*>(buf), count, data_type_v<T>, root, std::move(o));
   }
@@ -93,6 +99,11 @@ class Verbs {
   template <class T>
   Request iall_to_all(const T* send, T* recv, std::size_t count, Options o = {}) {
     return iall_to_all(static_cast<const void*>(send), static_cast<void*>(recv), count, data_type_v<T>, std::move(o));
+  }
+  template <class T>
+  Request iall_to_allv(const T* send, const Blocks& send_blocks, T* recv, const Blocks& recv_blocks, Options o = {}) {
+    return self().iall_to_allv(static_cast<const void*>(send), send_blocks, static_cast<void*>(recv), recv_blocks,
+                               data_type_v<T>, std::move(o));
   }
   template <class T>
   Request ibroadcast(T* buf, std::size_t count, int root, Options o = {}) {

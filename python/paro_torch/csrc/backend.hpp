@@ -494,9 +494,8 @@ class Backend : public c10d::Backend {
   }
 
   // send_counts[j] elements of src (in rank order) to rank j, recv_counts[j] from rank j into dst. `even`
-  // (every rank's blocks alike, known to all): one all_to_all. Otherwise the blocks travel padded to the
-  // largest count of any rank, agreed by an all-reduce of one integer on the host communicator, so skewed
-  // splits cost the largest block's bytes (paro's all_to_all takes equal blocks).
+  // (every rank's blocks alike, known to all): one all_to_all, whose algorithms include the hierarchical
+  // one. Otherwise one all_to_allv: each block travels with its own length.
   Step exchange(const Route& route, const at::Tensor& src, const std::vector<std::int64_t>& send_counts,
                 const at::Tensor& dst, const std::vector<std::int64_t>& recv_counts, bool even) {
     const DataType dt = data_type_of(src);
@@ -507,30 +506,14 @@ class Backend : public c10d::Backend {
       });
       return {r, [src, dst] {}};
     }
-    std::int64_t largest = std::max(*std::max_element(send_counts.begin(), send_counts.end()),
-                                    *std::max_element(recv_counts.begin(), recv_counts.end()));
-    translating([&] { comm_->all_reduce(&largest, &largest, 1, ReduceOp::max); });
-    at::Tensor padded_in = at::zeros({size_ * largest}, src.options());
-    at::Tensor padded_out = at::empty({size_ * largest}, src.options());
-    std::int64_t at = 0;
-    for (int j = 0; j < size_; ++j) {
-      padded_in.narrow(0, j * largest, send_counts[j]).copy_(src.reshape({-1}).narrow(0, at, send_counts[j]));
-      at += send_counts[j];
-    }
-    Request r = translating([&] {
-      return route.comm.iall_to_all(padded_in.data_ptr(), padded_out.data_ptr(), static_cast<std::size_t>(largest), dt,
-                                    route.options());
-    });
-    auto unpad = [padded_in, padded_out, dst, recv_counts, largest] {
-      at::Tensor flat = dst.reshape({-1});
-      std::int64_t into = 0;
-      for (std::size_t j = 0; j < recv_counts.size(); ++j) {
-        flat.narrow(0, into, recv_counts[j])
-            .copy_(padded_out.narrow(0, static_cast<std::int64_t>(j) * largest, recv_counts[j]));
-        into += recv_counts[j];
-      }
+    auto packed = [](const std::vector<std::int64_t>& counts) {
+      return Blocks::packed(std::vector<std::size_t>(counts.begin(), counts.end()));
     };
-    return {r, unpad};
+    Request r = translating([&] {
+      return route.comm.iall_to_allv(src.data_ptr(), packed(send_counts), dst.data_ptr(), packed(recv_counts), dt,
+                                     route.options());
+    });
+    return {r, [src, dst] {}};
   }
 
   static at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
