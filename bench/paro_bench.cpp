@@ -518,7 +518,7 @@ std::vector<Algorithm> algorithms_of(paro::Communicator<Transport>& comm, const 
       algos.push_back(Algorithm::automatic);
     } else {
       const Algorithm x = paro::parse_algorithm(a);
-      // A named algorithm without a schedule for this collective (native's all_to_all) sits out its table;
+      // A named algorithm without a schedule for this collective (mics_hcs's all_to_all) sits out its table;
       // automatic picks among those that have one.
       if (x != Algorithm::automatic && !paro::algorithms::BuiltinAlgorithms::implements(x, coll)) {
         if (comm.rank() == 0) std::printf("# %s has no %s schedule: not run\n", paro::name_of(x), paro::name_of(coll));

@@ -88,11 +88,12 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   return std::string(paro::name_of(std::get<0>(info.param))) + "_" + paro::name_of(std::get<1>(info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Mpi, MpiCollective,
-    ::testing::Combine(::testing::Values(Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter),
-                       ::testing::Values(Algorithm::ring, Algorithm::tree, Algorithm::native, Algorithm::automatic)),
-    param_name);
+INSTANTIATE_TEST_SUITE_P(Mpi, MpiCollective,
+                         ::testing::Combine(::testing::Values(Collective::all_reduce, Collective::all_gather,
+                                                              Collective::reduce_scatter, Collective::all_to_all),
+                                            ::testing::Values(Algorithm::ring, Algorithm::tree, Algorithm::native,
+                                                              Algorithm::automatic)),
+                         param_name);
 
 TEST(MpiBroadcast, EveryTypeRootAndSize) {
   const auto failures = paro::testing::broadcast_matrix(world(), {0, 1, 7, 1000}, paro::Scope::global, true);
@@ -112,7 +113,7 @@ TEST_P(MpiScoped, EveryCollectiveIsExact) {
   config.group = paro::GroupSpec::custom(2, /*allow_uneven=*/true);
   MpiComm comm(paro::mpi::Transport::world(), config);
   std::vector<std::string> failures;
-  for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter})
+  for (auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter, Collective::all_to_all})
     for (auto algo : {Algorithm::ring, Algorithm::tree, Algorithm::native})
       for (auto& f : paro::testing::run_matrix(comm, coll, algo, {0, 1, 7, 100}, GetParam())) failures.push_back(f);
   for (auto& f : paro::testing::broadcast_matrix(comm, {0, 1, 100}, GetParam())) failures.push_back(f);

@@ -48,6 +48,7 @@ struct Full : Bare {
   void native_all_reduce(const void*, void*, std::size_t, paro::DataType, paro::ReduceOp) {}
   void native_all_gather(const void*, void*, std::size_t, paro::DataType) {}
   void native_reduce_scatter(const void*, void*, std::size_t, paro::DataType, paro::ReduceOp) {}
+  void native_all_to_all(const void*, void*, std::size_t, paro::DataType) {}
 };
 
 // A decorator that changes nothing: the base alone makes a whole transport.
@@ -86,6 +87,9 @@ using native_all_gather =
 template <class T>
 using native_reduce_scatter = decltype(std::declval<T&>().native_reduce_scatter(nullptr, nullptr, std::size_t{},
                                                                                 paro::DataType{}, paro::ReduceOp{}));
+template <class T>
+using native_all_to_all =
+    decltype(std::declval<T&>().native_all_to_all(nullptr, nullptr, std::size_t{}, paro::DataType{}));
 
 // What every decorator keeps of its inner transport.
 template <template <class> class Decorator>
@@ -111,6 +115,7 @@ constexpr bool passes_traits_through() {
   static_assert(has<native_all_reduce, OverFull> && !has<native_all_reduce, OverBare>);
   static_assert(has<native_all_gather, OverFull> && !has<native_all_gather, OverBare>);
   static_assert(has<native_reduce_scatter, OverFull> && !has<native_reduce_scatter, OverBare>);
+  static_assert(has<native_all_to_all, OverFull> && !has<native_all_to_all, OverBare>);
   static_assert(has<issue, OverFull> && !has<issue, OverBare>);
   static_assert(std::string_view(OverFull::name) == "full" && std::string_view(OverBare::name) == "fake");
   return true;

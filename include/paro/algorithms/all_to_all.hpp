@@ -2,7 +2,8 @@
 // All-to-all schedules: rank r's block j of send goes to rank j, where it lands as block r of recv.
 //
 // - pairwise (the ring's all_to_all): exchange k sends my block for rank r+k and receives rank r-k's,
-//   up to a window of exchanges in flight; n-1 messages per rank, each link's bytes once.
+//   every exchange posted at once (as NCCL's all-to-all and MPI's linear one: one latency, not one per
+//   window); n-1 messages per rank, each link's bytes once.
 // - bruck (the tree's all_to_all): ceil(log2 n) steps; the step at distance d sends every block whose
 //   rotated index has bit d to rank r+d. About half the buffer per step: fewer, larger messages, for
 //   small blocks where latency dominates.
@@ -23,7 +24,6 @@
 #include <vector>
 
 #include "paro/algorithms/algorithm.hpp"
-#include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/algorithms/hierarchy.hpp"
 #include "paro/algorithms/layout.hpp"
 #include "paro/core/activity.hpp"
@@ -35,7 +35,6 @@ namespace paro::algorithms {
 
 namespace all_to_all_detail {
 constexpr int tag = tags::all_to_all;
-constexpr int exchanges_in_flight = static_cast<int>(CostModel::direct_window);
 
 // The call's input where a schedule may read it while recv fills: send itself, or (in place) a copy.
 template <class T>
@@ -51,8 +50,8 @@ struct Input {
 
 // Sends send_at(j) (send_bytes(j) long) to member j and receives member j's block of recv_bytes(j) into
 // recv_at(j), for every member j of t, my own block by a copy (none where both are one place). Exchange k
-// pairs me with r+k (to) and r-k (from); an empty block is neither sent nor received, so both sides must
-// agree on which are empty.
+// pairs me with r+k (to) and r-k (from), all of them posted at once; an empty block is neither sent nor
+// received, so both sides must agree on which are empty.
 template <class T, class SendAt, class RecvAt, class SendBytes, class RecvBytes>
 void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, SendBytes&& send_bytes, RecvBytes&& recv_bytes) {
   namespace d = all_to_all_detail;
@@ -61,20 +60,13 @@ void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, SendBytes&& sen
   if (mine != send_at(r) && recv_bytes(r) > 0) t.copy(mine, send_at(r), recv_bytes(r));
   if (n == 1) return;
   activity::PhaseScope phase("pairwise all-to-all");
-  const int w = std::min(d::exchanges_in_flight, n - 1);
-  std::vector<typename T::Request> recvs(static_cast<std::size_t>(w)), sends(recvs.size());
-  auto post = [&](int k) {
-    const std::size_t slot = static_cast<std::size_t>((k - 1) % w);
-    const int from = mod(r - k, n), to = mod(r + k, n);
-    recvs[slot] = recv_bytes(from) > 0 ? t.irecv(recv_at(from), recv_bytes(from), from, d::tag) : typename T::Request{};
-    t.wait(sends[slot]);
-    sends[slot] = send_bytes(to) > 0 ? t.isend(send_at(to), send_bytes(to), to, d::tag) : typename T::Request{};
-  };
-  for (int k = 1; k <= w; ++k) post(k);
+  std::vector<typename T::Request> recvs, sends;
   for (int k = 1; k < n; ++k) {
-    t.wait(recvs[static_cast<std::size_t>((k - 1) % w)]);
-    if (k + w < n) post(k + w);
+    const int from = mod(r - k, n), to = mod(r + k, n);
+    if (recv_bytes(from) > 0) recvs.push_back(t.irecv(recv_at(from), recv_bytes(from), from, d::tag));
+    if (send_bytes(to) > 0) sends.push_back(t.isend(send_at(to), send_bytes(to), to, d::tag));
   }
+  t.wait_all(recvs);
   t.wait_all(sends);
 }
 

@@ -1,12 +1,15 @@
 #pragma once
-// The `native` baseline: the backend's own collective (MPI_Allreduce, ...), for transports that have one.
+// The `native` baseline: the backend's own collective (MPI_Allreduce, ..., MPI_Alltoall), for transports
+// that have one.
 
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 #include "paro/algorithms/algorithm.hpp"
 #include "paro/algorithms/cost/cost_model.hpp"
 #include "paro/core/dtype.hpp"
+#include "paro/core/error.hpp"
 #include "paro/core/reduce_op.hpp"
 
 namespace paro::algorithms {
@@ -32,6 +35,23 @@ void native_reduce_scatter(T& t, const void* in, void* out, std::size_t count, D
   t.native_reduce_scatter(in, out, count, dt, op);
 }
 
+// A transport's own all_to_all, where it has one (MPI; NCCL from 2.28).
+template <class T, class = void>
+struct has_native_all_to_all : std::false_type {};
+template <class T>
+struct has_native_all_to_all<
+    T, std::void_t<decltype(std::declval<T&>().native_all_to_all(nullptr, nullptr, std::size_t{}, DataType{}))>>
+    : std::true_type {};
+
+template <class T>
+void native_all_to_all(T& t, const void* in, void* out, std::size_t count, DataType dt) {
+  if constexpr (has_native_all_to_all<T>::value)
+    t.native_all_to_all(in, out, count, dt);
+  else
+    detail::require(false, "all_to_all: algorithm native; the ", T::name,
+                    " backend has no all_to_all of its own here (NCCL's needs NCCL 2.28 or later)");
+}
+
 // The descriptor (registry.hpp). Not modelled (predict says 0), so automatic never picks it; the
 // Communicator rejects it on backends without native collectives before a schedule runs.
 struct Native {
@@ -53,6 +73,11 @@ struct Native {
   static void reduce_scatter(Ctx& x, const Call& c) {
     if constexpr (has_native_v<std::decay_t<decltype(x.comm())>>)
       native_reduce_scatter(x.comm(), c.send, c.recv, c.count, c.dt, c.op);
+  }
+  template <class Ctx>
+  static void all_to_all(Ctx& x, const Call& c) {
+    if constexpr (has_native_v<std::decay_t<decltype(x.comm())>>)
+      native_all_to_all(x.comm(), c.send, c.recv, c.count, c.dt);
   }
 };
 

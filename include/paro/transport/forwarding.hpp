@@ -19,8 +19,8 @@
 // decorator with state of its own overrides it), allocate (and Buffer), copy, reduce, divide, upload,
 // download, concurrent_use, name, has_native_collectives, stepwise, inner(); where Inner has them:
 // bind_thread, issue, abandon, shared_memory_id, and native_all_reduce / native_all_gather /
-// native_reduce_scatter where the decorator also declares has_native_collectives. The memory space is the
-// inner one, so is_host_memory_v and the Buffer type carry over.
+// native_reduce_scatter / native_all_to_all where the decorator also declares has_native_collectives. The memory space
+// is the inner one, so is_host_memory_v and the Buffer type carry over.
 
 #include <cstddef>
 #include <string>
@@ -115,6 +115,11 @@ class Forwarding {
                                                                       ReduceOp{}))>
   void native_reduce_scatter(const void* send, void* recv, std::size_t count, DataType dt, ReduceOp op) {
     inner_.native_reduce_scatter(send, recv, count, dt, op);
+  }
+  template <class D = Derived, class I = Inner, class = std::enable_if_t<D::has_native_collectives>,
+            class = decltype(std::declval<I&>().native_all_to_all(nullptr, nullptr, std::size_t{}, DataType{}))>
+  void native_all_to_all(const void* send, void* recv, std::size_t count, DataType dt) {
+    inner_.native_all_to_all(send, recv, count, dt);
   }
 
  protected:

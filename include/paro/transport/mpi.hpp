@@ -316,6 +316,17 @@ class Transport : public HostMemory {
     if (op == ReduceOp::avg) divide(recv, count, dt, size_);
   }
 
+  // In place through a copy of the input (MPI_IN_PLACE again wants all ranks or none).
+  void native_all_to_all(const void* send, void* recv, std::size_t count, DataType dt) {
+    const int n = detail::checked_count(count, "native all_to_all");
+    const std::size_t bytes = count * size_of(dt) * static_cast<std::size_t>(size_);
+    HostBuffer aside(send == recv ? bytes : 0);
+    if (send == recv) copy(aside.data(), send, bytes);
+    detail::check(MPI_Alltoall(send == recv ? aside.data() : send, n, detail::mpi_type(dt), recv, n,
+                               detail::mpi_type(dt), comm()),
+                  "MPI_Alltoall");
+  }
+
  private:
   std::shared_ptr<MPI_Comm> comm_;
   int rank_ = 0;

@@ -18,7 +18,8 @@
 //   block and one receive at a time (see transport.hpp).
 //   Waits poll the event and ncclCommGetAsyncError; after PARO_TIMEOUT, or on an NCCL error, the
 //   communicator is aborted (ncclCommAbort) and the wait throws paro::Error. Do not use it after that.
-//   Native collectives (algorithm native): ncclAllReduce, ncclAllGather, ncclReduceScatter, NCCL's own
+//   Native collectives (algorithm native): ncclAllReduce, ncclAllGather, ncclReduceScatter, ncclAlltoAll
+//   (NCCL 2.28 and later; in place through a copy of the input), NCCL's own
 //   ring or tree as NCCL_ALGO chose when the communicator was created (NCCL reads NCCL_ALGO, e.g.
 //   NCCL_ALGO=Ring or NCCL_ALGO=Tree, at ncclCommInitRank). avg is NCCL's sum then paro's divide, so that
 //   it truncates integers as every other paro algorithm does.
@@ -284,6 +285,15 @@ class Transport {
     });
     if (op == ReduceOp::avg) divide(recv, count, dt, size_);
   }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  void native_all_to_all(const void* send, void* recv, std::size_t count, DataType dt) {
+    const std::size_t bytes = count * size_of(dt) * static_cast<std::size_t>(size_);
+    auto aside = allocate(send == recv ? bytes : 0);
+    if (send == recv) copy(aside.data(), send, bytes);
+    const void* in = send == recv ? static_cast<const void*>(aside.data()) : send;
+    collective("ncclAlltoAll", [&] { return ncclAlltoAll(in, recv, count, detail::nccl_type(dt), comm(), stream()); });
+  }
+#endif
 
  private:
   cuda::DeviceMemory memory_;

@@ -34,8 +34,8 @@
 // and reports its errors); point-to-point messages (communicator/point_to_point.hpp) need it.
 // Optional: void bind_thread() where the backend's calls depend on per-thread state (CUDA's current device):
 // a Communicator's progress thread calls it before running any collective.
-// With has_native_collectives, also native_all_reduce / native_all_gather / native_reduce_scatter taking
-// the public verbs' arguments (the passthrough baseline).
+// With has_native_collectives, also native_all_reduce / native_all_gather / native_reduce_scatter /
+// native_all_to_all taking the public verbs' arguments (the passthrough baseline).
 //
 // Messages between one pair of ranks with one tag are matched in the order they were posted (MPI's
 // non-overtaking rule), which is what lets a schedule reuse a tag across steps.

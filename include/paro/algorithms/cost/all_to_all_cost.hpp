@@ -9,17 +9,20 @@
 
 namespace paro::algorithms {
 
-// Pairwise: a latency per window of exchanges in flight; the remote blocks through the NIC while the
-// local ones cross the intra links, at once; my own block copied.
-//   ceil((n-1)/16) a + max((n-m) B b_nic, (m-1) B b_intra) + copy(B)     (m: ranks of the fullest node)
+// Pairwise: every exchange posted at once, one latency; the remote blocks through the NIC (those for other
+// pods also through the pod's uplink) while the local ones cross the intra links, at once; my own block
+// copied.
+//   a + max((n-p) B b_pod, (n-m) B b_nic, (m-1) B b_intra) + copy(B)   (m, p: ranks of the fullest node, pod)
 inline double pairwise_all_to_all_time(const CostModel& m, double N, const CostShape& s) {
   const int n = s.ranks;
   const double block = N / std::max(n, 1);
   if (n <= 1) return m.copy_us(block);
-  const CostModel::Hop slowest = m.all_senders_hop(s), intra = m.hop(false, 0);
+  const CostModel::Hop slowest = m.all_senders_hop(s), nic = m.hop(s.nodes > 1, s.nic_flows), intra = m.hop(false, 0);
   const int local = s.nodes > 1 ? std::clamp(s.ranks_per_node, 1, n) : n;
-  const double remote = (n - local) * block * slowest.beta, near = (local - 1) * block * intra.beta;
-  return CostModel::windows(n - 1) * slowest.alpha + std::max(remote, near) + m.copy_us(block);
+  const int in_pod = s.pods > 1 ? std::clamp(s.pod_ranks, local, n) : n;
+  const double remote = std::max((n - in_pod) * block * slowest.beta, (n - local) * block * nic.beta);
+  const double near = (local - 1) * block * intra.beta;
+  return slowest.alpha + std::max(remote, near) + m.copy_us(block);
 }
 
 // Bruck: ceil(log2 n) steps; the step at distance d sends the blocks whose index has bit d (about half),
@@ -43,13 +46,13 @@ inline double bruck_all_to_all_time(const CostModel& m, double N, const CostShap
 // member (the level below, recursively; pairwise at the leaf), and U-1 pieces of g blocks cross the rail.
 // Overlapped (paro_cc), the rail carries a piece while my unit makes the next:
 //   piece + max((U-1) piece + g B b_rail, (U-1) g B b_rail) + a_rail + copy((U-1) g B)
-// One after the other (paro_seq): U piece + ceil((U-1)/16) a_rail + (U-1) g B b_rail + copy((U-1) g B).
+// One after the other (paro_seq): U piece + a_rail + (U-1) g B b_rail + copy((U-1) g B).
 inline double hierarchical_all_to_all_level(const CostModel& m, double block, int members, const CostShape& s,
                                             std::size_t level, bool overlap) {
   if (members <= 1) return m.copy_us(block);
   if (level >= s.units.size()) {
     const CostModel::Hop h = m.leaf_hop(s);
-    return CostModel::windows(members - 1) * h.alpha + (members - 1) * block * h.beta + m.copy_us(block);
+    return h.alpha + (members - 1) * block * h.beta + m.copy_us(block);
   }
   const int units = std::max(1, s.units[level]), g = members / units;
   const double piece = hierarchical_all_to_all_level(m, block, g, s, level + 1, overlap);
@@ -57,7 +60,7 @@ inline double hierarchical_all_to_all_level(const CostModel& m, double block, in
   const double one_piece = g * block * rail.beta, remote = units - 1.0;
   const double place = m.copy_us(remote * g * block);
   if (overlap) return piece + std::max(remote * piece + one_piece, remote * one_piece) + rail.alpha + place;
-  return units * piece + CostModel::windows(units - 1) * rail.alpha + remote * one_piece + place;
+  return units * piece + rail.alpha + remote * one_piece + place;
 }
 
 inline double hierarchical_all_to_all_time(const CostModel& m, double N, const CostShape& s, bool overlap) {
