@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs every Debian package paro's build, tests and benchmarks use (fortunes: paro-train's text;
+# Installs every Debian package paro's build, tests and benchmarks use (ccache: the test command's object
+# cache; fortunes: paro-train's text;
 # libsimgrid-dev: smpicxx and smpirun for the simulated scale study, bench/sim; clang and libclang-rt-dev:
 # libFuzzer, scripts/fuzz.sh).
 # Idempotent: packages already present are skipped, so a second run costs one `dpkg-query` and no network.
 set -euo pipefail
 
 packages=(
-  cmake g++ make ninja-build pkg-config
+  cmake g++ make ninja-build pkg-config ccache
   libgtest-dev libgmock-dev libbenchmark-dev googletest
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev

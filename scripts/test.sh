@@ -39,6 +39,13 @@ stage() {  # stage NAME COMMAND...: runs a stage, counts it, keeps going so that
 
 ./scripts/install-deps.sh || exit 1
 export PATH="/usr/local/cuda/bin:$PATH"  # the CUDA toolkit is preinstalled there, not a Debian package
+# ccache keeps the objects of earlier runs (under ~/.cache/ccache): a change to the tests or the docs alone
+# then rebuilds little. CCACHE_BASEDIR makes its keys relative, so clones at other paths share them.
+export CCACHE_BASEDIR=$root
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 
 # The layers of include/paro point one way (docs/architecture.md), and the sources keep .clang-format's layout.
 stage "include layering" python3 scripts/check-includes.py
@@ -49,17 +56,19 @@ stage "references (docs speak of the library only)" references
 
 main_build() {
   # CUDA is built once, in its own stage below.
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARO_WITH_CUDA=OFF >/dev/null && cmake --build build -j "$jobs"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARO_WITH_CUDA=OFF "${launcher[@]}" >/dev/null &&
+    cmake --build build -j "$jobs"
 }
 stage "release build" main_build || true
-stage "ctest (unit, threads 1..16 ranks, mpirun 2/3/4/8, C++20)" ctest --test-dir build --output-on-failure
+# Two at a time: the multi-rank tests spend much of their time waiting on each other's messages.
+stage "ctest (unit, threads 1..16 ranks, mpirun 2/3/4/8, C++20)" ctest --test-dir build --output-on-failure -j "$jobs"
 
 sanitizer_build() {  # sanitizer_build DIR KIND OPTIMISATION TARGET...: those targets DIR's configuration has
   local dir=$1 kind=$2 flags=$3 targets=() target
   shift 3
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$flags" -DPARO_SANITIZE="$kind" \
     -DPARO_BUILD_BENCH=OFF -DPARO_BUILD_EXAMPLES=OFF -DPARO_WITH_MPI=OFF -DPARO_WITH_UCX=OFF -DPARO_WITH_CUDA=OFF \
-    >/dev/null || return 1
+    "${launcher[@]}" >/dev/null || return 1
   for target in "$@"; do
     if grep -q "$target:" "$dir/build.ninja"; then targets+=("$target"); fi
   done
@@ -108,7 +117,7 @@ stage "install + find_package and add_subdirectory consumers" consumers
 # rebuilds nothing.
 cuda_stage() {
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARO_CUDA_ONLY=ON -DPARO_WITH_MPI=OFF \
-    -DPARO_WITH_UCX=OFF >/dev/null &&
+    -DPARO_WITH_UCX=OFF "${launcher[@]}" >/dev/null &&
     cmake --build build-cuda -j "$jobs" --target paro-tests-gpu paro-cuda-kernels-bench paro-bench-cuda &&
     build-cuda/bin/paro-tests-gpu --gtest_brief=1 && build-cuda/bin/paro-cuda-kernels-bench &&
     PARO_JOBS=$jobs tests/gpu_check_test.sh build-cuda
@@ -122,7 +131,8 @@ fi
 # The scale study's build and one tiny simulation, so that the SMPI path cannot rot (bench/sim/run); then
 # the study's committed records again: tables, and every simulated time at or above its lower bound.
 sim_stage() {
-  bench/sim/run --tiny --out build-smpi/ci && bench/sim/run --report docs/data/sim-results.json --out build-smpi/report
+  bench/sim/run --tiny --out build-smpi/ci && bench/sim/run --report docs/data/sim-results.json --out build-smpi/report &&
+    bench/sim/run --report docs/data/sim-all-to-all.json --out build-smpi/report-all-to-all
 }
 stage "SimGrid SMPI build + 16 simulated ranks + the study's bounds" sim_stage
 
