@@ -2,14 +2,16 @@
 # The PyTorch package's measurements (docs/pytorch.md, "Results"), on a fresh Debian machine:
 #   0. torch's environment and the package as scripts/test-torch.sh makes them (no tests), and paro-run +
 #      paro-bench (Release, build/);
-#   1. python/bench/bench_torch.py: all_reduce, all_gather_into_tensor and reduce_scatter_tensor through
-#      torch.distributed on paro and on gloo, and on the same paro communicator without torch's layer,
-#      interleaved, 4 local processes, 1 MiB .. 256 MiB; paro-bench (ucx) for the same sizes;
+#   1. python/bench/bench_torch.py: every method a trainer calls (all_reduce, all_gather_into_tensor,
+#      reduce_scatter_tensor, all_to_all_single even and uneven, broadcast, reduce, gather, scatter,
+#      batch_isend_irecv) through torch.distributed on paro and on gloo, the first three also on the same
+#      paro communicator without torch's layer, interleaved, 4 local processes, 1 MiB .. 256 MiB, the
+#      slowest rank's time; paro-bench (ucx) for the same sizes;
 #   2. python/bench/separate_hook_train.py: DDP on 4 processes, the default all-reduce against separate_hook
 #      at ratios 16 and 32 with Adam, G-SEPARATE at 32, and SGD with momentum at 16 and 32, from the same
 #      initial weights and batches;
 #   3. plots (Debian's python3-matplotlib).
-# Tables, JSON and plots go to results/torch/ (PARO_TORCH_RESULTS); about 6 minutes on 2 cores once torch is installed.
+# Tables, JSON and plots go to results/torch/ (PARO_TORCH_RESULTS); step 1 alone takes about 7 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${PARO_TORCH_RESULTS:-results/torch}

@@ -3,16 +3,22 @@
     python bench/bench_torch.py --procs 4 --min 1M --max 256M --rounds 3 --iters 3 \
         --json torch-bench.json --markdown torch-bench.md [--paro-bench build/bin]
 
-In `procs` local processes, for each size (the full buffer, as nccl-tests and paro-bench count it) and
-collective (all_reduce, all_gather_into_tensor, reduce_scatter_tensor; float32, sum), three ways are timed:
-  paro    dist.all_reduce(...) etc. on a paro process group (Work, future, completion thread),
-  gloo    the same calls on a gloo process group,
-  direct  the same paro communicator called from C++ without torch.distributed's layer
-          (ParoBackend.direct: paro's nonblocking verb and a wait), in the same processes.
-Each measurement is `iters` calls back to back after a barrier, the time per call averaged over the ranks,
-as paro-bench times; the three alternate call by call within a round, and the median over `rounds` rounds is
-reported, so that drift on a shared machine hits all three alike. busbw as nccl-tests: 2(n-1)/n S/t for
-all-reduce, (n-1)/n S/t for the others. With --paro-bench DIR, paro's C++ benchmark (paro-run + paro-bench
+In `procs` local processes, for each size S (the full buffer, as nccl-tests and paro-bench count it; float32,
+sum) and method of torch.distributed that a trainer calls:
+  all_reduce, all_gather (all_gather_into_tensor), reduce_scatter (reduce_scatter_tensor),
+  all_to_all (all_to_all_single, equal blocks), all_to_allv (all_to_all_single with skewed split sizes: half
+  of each rank's S/4 elements to the next rank, the rest spread over the others, as MoE routing to a popular
+  expert does), broadcast, reduce, gather, scatter (root 0; gather and scatter move S in blocks of S/n), and
+  send_recv (batch_isend_irecv: every rank sends S to the next rank and receives S from the previous),
+these ways are timed:
+  paro    the call on a paro process group (Work, future, completion thread),
+  gloo    the same call on a gloo process group,
+  direct  (all_reduce, all_gather, reduce_scatter) the same paro communicator called from C++ without
+          torch.distributed's layer (ParoBackend.direct: paro's nonblocking verb and a wait).
+Each measurement is `iters` calls back to back after a barrier, the time per call of the slowest rank; the
+ways alternate call by call within a round, and the median over `rounds` rounds is reported, so that drift
+on a shared machine hits them alike. busbw as nccl-tests counts it: 2(n-1)/n S/t for all-reduce, S/t for
+broadcast, reduce and send_recv, (n-1)/n S/t for the others. With --paro-bench DIR, paro's C++ benchmark (paro-run + paro-bench
 --backend ucx, automatic, out of place) runs afterwards for the same sizes, for reference (other processes,
 not interleaved).
 """
@@ -32,8 +38,27 @@ import torch.distributed as dist
 
 from spawn import run_workers
 
-COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter"]
+COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv", "broadcast", "reduce",
+               "gather", "scatter", "send_recv"]
+DIRECT = ["all_reduce", "all_gather", "reduce_scatter"]  # the collectives ParoBackend.direct runs
 WAYS = ["paro", "gloo", "direct"]
+
+
+def ways_of(coll: str) -> list:
+    return WAYS if coll in DIRECT else WAYS[:2]
+
+
+def busbw(coll: str, nbytes: int, n: int, time_us: float) -> float:
+    """GB/s, as nccl-tests counts it."""
+    factor = {"all_reduce": 2 * (n - 1) / n, "broadcast": 1, "reduce": 1, "send_recv": 1}.get(coll, (n - 1) / n)
+    return factor * nbytes / time_us / 1e3
+
+
+def skewed_splits(count: int, n: int) -> list:
+    """splits[i][j]: the elements rank i sends rank j in all_to_allv (half to rank i+1, the rest spread)."""
+    share = count // 2 // (n - 1)
+    hot = count - (n - 1) * share
+    return [[hot if j == (i + 1) % n else share for j in range(n)] for i in range(n)]
 
 
 def parse_bytes(text: str) -> int:
@@ -58,7 +83,16 @@ def worker(rank: int, n: int, init: str, args, out_path: str) -> None:
     paro, gloo = dist.group.WORLD, dist.new_group(backend="gloo")
     backend = paro_torch.backend_of(paro)
 
-    def call(way: str, coll: str, full: torch.Tensor, part: torch.Tensor) -> None:
+    def algorithm(coll: str, nbytes: int) -> str:
+        if coll in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+            return paro_torch.algorithm_for(coll, nbytes)
+        if coll == "reduce":  # an all-reduce whose result the root keeps
+            return paro_torch.algorithm_for("all_reduce", nbytes)
+        return {"all_to_allv": "pairwise", "broadcast": "tree/chain", "gather": "direct", "scatter": "direct",
+                "send_recv": "messages"}[coll]
+
+    def call(way: str, coll: str, b: dict) -> None:
+        full, part, out = b["full"], b["part"], b["out"]
         if way == "direct":
             if coll == "reduce_scatter":
                 backend.direct(coll, part, full)
@@ -70,49 +104,69 @@ def worker(rank: int, n: int, init: str, args, out_path: str) -> None:
             dist.all_reduce(full, group=group)
         elif coll == "all_gather":
             dist.all_gather_into_tensor(full, part, group=group)
-        else:
+        elif coll == "reduce_scatter":
             dist.reduce_scatter_tensor(part, full, group=group)
+        elif coll == "all_to_all":
+            dist.all_to_all_single(out, full, group=group)
+        elif coll == "all_to_allv":
+            splits = b["splits"]
+            dist.all_to_all_single(b["skewed_out"], full, output_split_sizes=[splits[j][rank] for j in range(n)],
+                                   input_split_sizes=splits[rank], group=group)
+        elif coll == "broadcast":
+            dist.broadcast(full, src=0, group=group)
+        elif coll == "reduce":
+            dist.reduce(full, dst=0, group=group)
+        elif coll == "gather":
+            dist.gather(part, b["blocks"] if rank == 0 else None, dst=0, group=group)
+        elif coll == "scatter":
+            dist.scatter(part, b["blocks"] if rank == 0 else None, src=0, group=group)
+        else:
+            ops = [dist.P2POp(dist.isend, full, (rank + 1) % n, group=group),
+                   dist.P2POp(dist.irecv, out, (rank - 1) % n, group=group)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
 
-    def timed(way: str, coll: str, full: torch.Tensor, part: torch.Tensor) -> float:
+    def timed(way: str, coll: str, b: dict) -> float:
         dist.barrier(group=gloo)
         start = time.perf_counter()
         for _ in range(args.iters):
-            call(way, coll, full, part)
+            call(way, coll, b)
         took = torch.tensor([(time.perf_counter() - start) / args.iters], dtype=torch.float64)
-        dist.all_reduce(took, group=gloo)
-        return took.item() / n * 1e6
+        dist.all_reduce(took, op=dist.ReduceOp.MAX, group=gloo)  # the slowest rank's time
+        return took.item() * 1e6
 
     records = []
     for size in sizes(args.min, args.max, args.factor):
         count = size // 4 // n * n
-        full, part = torch.ones(count), torch.ones(count // n)
+        splits = skewed_splits(count, n)
+        b = {"full": torch.ones(count), "part": torch.ones(count // n), "out": torch.empty(count), "splits": splits,
+             "skewed_out": torch.empty(sum(splits[j][rank] for j in range(n))),
+             "blocks": [torch.empty(count // n) for _ in range(n)]}
         for coll in COLLECTIVES:
-            times = {way: [] for way in WAYS}
-            for way in WAYS:
-                call(way, coll, full, part)  # warm-up
+            ways = ways_of(coll)
+            times = {way: [] for way in ways}
+            for way in ways:
+                call(way, coll, b)  # warm-up
             for _ in range(args.rounds):
-                for way in WAYS:
-                    times[way].append(timed(way, coll, full, part))
-            for way in WAYS:
-                records.append({"coll": coll, "way": way, "bytes": count * 4, "ranks": n,
-                                "time_us": statistics.median(times[way]), "times_us": times[way],
-                                "algo": paro_torch.algorithm_for(coll, count * 4) if way != "gloo" else "gloo"})
+                for way in ways:
+                    times[way].append(timed(way, coll, b))
+            for way in ways:
+                t = statistics.median(times[way])
+                records.append({"coll": coll, "way": way, "bytes": count * 4, "ranks": n, "time_us": t,
+                                "times_us": times[way], "busbw_gbps": busbw(coll, count * 4, n, t),
+                                "algo": algorithm(coll, count * 4) if way != "gloo" else "gloo"})
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump(records, f)
     dist.destroy_process_group()
 
 
-def busbw(coll: str, nbytes: int, n: int, time_us: float) -> float:
-    factor = 2 * (n - 1) / n if coll == "all_reduce" else (n - 1) / n
-    return factor * nbytes / time_us / 1e3  # GB/s
-
-
 def paro_bench(bin_dir: str, args) -> dict:
-    """paro-bench's times on the ucx transport with automatic selection: {(coll, bytes): time_us}."""
+    """paro-bench's times on the ucx transport with automatic selection, for the collectives it runs:
+    {(coll, bytes): time_us}."""
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for coll in COLLECTIVES:
+        for coll in DIRECT + ["all_to_all"]:
             path = os.path.join(tmp, f"{coll}.json")
             command = [os.path.join(bin_dir, "paro-run"), "-n", str(args.procs), "--",
                        os.path.join(bin_dir, "paro-bench"), "--backend", "ucx", "--algo", "automatic", "--coll", coll,
@@ -147,21 +201,21 @@ def main() -> None:
 
     n = args.procs
     lines = [f"torch.distributed with {n} local processes, float32 sum, median of {args.rounds} rounds of "
-             f"{args.iters} calls (busbw GB/s; 'direct': the same paro communicator without torch.distributed's "
-             "layer, interleaved with the others)", "",
-             "| collective | size | algorithm | paro | gloo | paro / gloo | direct | torch layer's cost |"
+             f"{args.iters} calls, the slowest rank's time (busbw GB/s; 'direct': the same paro communicator "
+             "without torch.distributed's layer, interleaved with the others)", "",
+             "| method | size | algorithm | paro | gloo | paro / gloo | direct | torch layer's cost |"
              + (" paro-bench |" if native else ""),
              "|---|---:|---|---:|---:|---:|---:|---:|" + ("---:|" if native else "")]
     by = {(r["coll"], r["way"], r["bytes"]): r for r in records}
     for coll in COLLECTIVES:
         for size in sorted({r["bytes"] for r in records}):
-            p, g, d = (by[(coll, way, size)] for way in WAYS)
-            bw = {way: busbw(coll, size, n, r["time_us"]) for way, r in zip(WAYS, (p, g, d))}
-            row = (f"| {coll} | {size / 2**20:g} MiB | {p['algo']} | {bw['paro']:.2f} | {bw['gloo']:.2f} | "
-                   f"{bw['paro'] / bw['gloo']:.2f}x | {bw['direct']:.2f} | {100 * (p['time_us'] / d['time_us'] - 1):+.1f}% |")
+            p, g, d = (by.get((coll, way, size)) for way in WAYS)
+            row = (f"| {coll} | {size / 2**20:g} MiB | {p['algo']} | {p['busbw_gbps']:.2f} | {g['busbw_gbps']:.2f} | "
+                   f"{p['busbw_gbps'] / g['busbw_gbps']:.2f}x | ")
+            row += (f"{d['busbw_gbps']:.2f} | {100 * (p['time_us'] / d['time_us'] - 1):+.1f}% |" if d else "- | - |")
             if native:
                 t = native.get((coll, size))
-                row += f" {busbw(coll, size, n, t):.2f} |" if t else " |"
+                row += f" {busbw(coll, size, n, t):.2f} |" if t else " - |"
             lines.append(row)
     table = "\n".join(lines)
     print(table)

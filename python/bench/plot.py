@@ -14,29 +14,29 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def busbw(coll: str, nbytes: int, n: int, time_us: float) -> float:
-    factor = 2 * (n - 1) / n if coll == "all_reduce" else (n - 1) / n
-    return factor * nbytes / time_us / 1e3
-
-
 def plot_bench(data: dict, out: str) -> None:
     records, n = data["records"], data["procs"]
-    colls = ["all_reduce", "all_gather", "reduce_scatter"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
+    colls = list(dict.fromkeys(r["coll"] for r in records))
+    columns = min(5, len(colls))
+    rows = (len(colls) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.4 * rows), sharey=True, squeeze=False)
     labels = {"paro": "torch.distributed on paro", "gloo": "torch.distributed on gloo",
               "direct": "paro without torch's layer"}
-    for ax, coll in zip(axes, colls):
+    for ax, coll in zip(axes.flat, colls):
         for way, style in (("paro", "o-"), ("gloo", "s-"), ("direct", "^--")):
-            rows = sorted((r for r in records if r["coll"] == coll and r["way"] == way), key=lambda r: r["bytes"])
-            ax.plot([r["bytes"] for r in rows], [busbw(coll, r["bytes"], n, r["time_us"]) for r in rows], style,
-                    label=labels[way])
+            mine = sorted((r for r in records if r["coll"] == coll and r["way"] == way), key=lambda r: r["bytes"])
+            if mine:
+                ax.plot([r["bytes"] for r in mine], [r["busbw_gbps"] for r in mine], style, label=labels[way])
         ax.set_xscale("log", base=2)
         ax.set_title(coll)
         ax.set_xlabel("size (bytes)")
         ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("busbw (GB/s)")
-    axes[0].legend()
-    fig.suptitle(f"{n} local processes, float32 sum (median of {data['rounds']} interleaved rounds)")
+    for ax in axes.flat[len(colls):]:
+        ax.set_visible(False)
+    for row in axes:
+        row[0].set_ylabel("busbw (GB/s)")
+    axes[0][0].legend(fontsize="small")
+    fig.suptitle(f"{n} local processes, float32 sum (slowest rank, median of {data['rounds']} interleaved rounds)")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
