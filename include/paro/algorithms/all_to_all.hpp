@@ -41,9 +41,9 @@ template <class T>
 struct Input {
   decltype(std::declval<T&>().allocate(std::size_t{})) copy;
   const char* data;
-  Input(T& t, const Call& c, std::size_t bytes) : copy(t.allocate(c.send == c.recv ? bytes : 0)) {
-    if (c.send == c.recv) t.copy(copy.data(), c.send, bytes);
-    data = c.send == c.recv ? copy.data() : static_cast<const char*>(c.send);
+  Input(T& t, const void* send, const void* recv, std::size_t bytes) : copy(t.allocate(send == recv ? bytes : 0)) {
+    if (send == recv && bytes > 0) t.copy(copy.data(), send, bytes);
+    data = send == recv ? copy.data() : static_cast<const char*>(send);
   }
 };
 }  // namespace all_to_all_detail
@@ -56,8 +56,7 @@ template <class T, class SendAt, class RecvAt, class SendBytes, class RecvBytes>
 void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, SendBytes&& send_bytes, RecvBytes&& recv_bytes) {
   namespace d = all_to_all_detail;
   const int n = t.size(), r = t.rank();
-  char* const mine = recv_at(r);
-  if (mine != send_at(r) && recv_bytes(r) > 0) t.copy(mine, send_at(r), recv_bytes(r));
+  if (recv_bytes(r) > 0 && recv_at(r) != send_at(r)) t.copy(recv_at(r), send_at(r), recv_bytes(r));
   if (n == 1) return;
   activity::PhaseScope phase("pairwise all-to-all");
   std::vector<typename T::Request> recvs, sends;
@@ -80,7 +79,7 @@ void pairwise_exchange(T& t, SendAt&& send_at, RecvAt&& recv_at, std::size_t byt
 template <class T>
 void pairwise_all_to_all(T& t, const Call& c) {
   const std::size_t block = c.count * size_of(c.dt);
-  const all_to_all_detail::Input<T> in(t, c, block * static_cast<std::size_t>(t.size()));
+  const all_to_all_detail::Input<T> in(t, c.send, c.recv, block * static_cast<std::size_t>(t.size()));
   char* out = static_cast<char*>(c.recv);
   pairwise_exchange(
       t, [&](int j) { return in.data + static_cast<std::size_t>(j) * block; },
@@ -108,17 +107,14 @@ inline std::size_t span(const std::vector<Extent>& blocks) {
 template <class T>
 void pairwise_all_to_allv(T& t, const void* send, const std::vector<Extent>& sends, void* recv,
                           const std::vector<Extent>& recvs) {
-  const bool in_place = send == recv;
-  auto aside = t.allocate(in_place ? span(sends) : 0);
-  if (in_place && span(sends) > 0) t.copy(aside.data(), send, span(sends));
-  const char* in = in_place ? aside.data() : static_cast<const char*>(send);
+  const all_to_all_detail::Input<T> in(t, send, recv, span(sends));
   char* out = static_cast<char*>(recv);
   const auto of = [](const std::vector<Extent>& blocks, int j) -> const Extent& {
     return blocks[static_cast<std::size_t>(j)];
   };
+  // Blocks are addressed only where they are not empty, so a null buffer with no bytes is never offset.
   pairwise_exchange(
-      t, [&](int j) { return of(sends, j).bytes > 0 ? in + of(sends, j).offset : in; },
-      [&](int j) { return of(recvs, j).bytes > 0 ? out + of(recvs, j).offset : out; },
+      t, [&](int j) { return in.data + of(sends, j).offset; }, [&](int j) { return out + of(recvs, j).offset; },
       [&](int j) { return of(sends, j).bytes; }, [&](int j) { return of(recvs, j).bytes; });
 }
 
@@ -215,7 +211,7 @@ void hierarchical_exchange(Hierarchy<T>& h, const SendBlockAt& send_at, const Re
 template <class T>
 void hierarchical_all_to_all(Hierarchy<T>& h, const Call& c, bool overlap) {
   const std::size_t block = c.count * size_of(c.dt);
-  const all_to_all_detail::Input<T> in(h.comm, c, block * static_cast<std::size_t>(h.comm.size()));
+  const all_to_all_detail::Input<T> in(h.comm, c.send, c.recv, block * static_cast<std::size_t>(h.comm.size()));
   char* out = static_cast<char*>(c.recv);
   hierarchical_exchange(
       h, [&](int j) { return in.data + static_cast<std::size_t>(j) * block; },

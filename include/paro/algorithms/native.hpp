@@ -48,8 +48,8 @@ void native_all_to_all(T& t, const void* in, void* out, std::size_t count, DataT
   if constexpr (has_native_all_to_all<T>::value)
     t.native_all_to_all(in, out, count, dt);
   else
-    detail::require(false, "all_to_all: algorithm native; the ", T::name,
-                    " backend has no all_to_all of its own here (NCCL's needs NCCL 2.28 or later)");
+    throw UsageError(detail::concat("all_to_all: algorithm native; the ", T::name,
+                                    " backend has no all_to_all of its own here (NCCL's needs NCCL 2.28 or later)"));
 }
 
 // The descriptor (registry.hpp). Not modelled (predict says 0), so automatic never picks it; the

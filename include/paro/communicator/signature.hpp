@@ -37,7 +37,7 @@ inline std::int64_t plan_hash(const std::string& printed) {
   return static_cast<std::int64_t>(h);
 }
 
-// c: a Collective, rooted_signature or all_to_allv_signature (then op is the root); plan: the call's plan as printed
+// c: a Collective, rooted_signature (then op is the root) or all_to_allv_signature; plan: the call's plan as printed
 // (registry.hpp's print; empty for a rooted call); lanes: where the lanes of hierarchical algorithms may run on
 // t; name_of: the Communicator's names of algorithms and collectives.
 template <class Transport, class NameOf>
@@ -62,8 +62,7 @@ void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneCh
     const auto& v = f.values;
     if (v[F::collective] == all_to_allv_signature)
       return detail::concat("all_to_allv scope=", paro::name_of(static_cast<Scope>(v[F::scope])), " ",
-                            paro::name_of(static_cast<DataType>(v[F::data_type])),
-                            " (PARO_RING_WINDOW=", v[F::ring_window], ")");
+                            paro::name_of(static_cast<DataType>(v[F::data_type])));
     if (is_rooted_signature(v[F::collective]))
       return detail::concat(paro::name_of(rooted_of_signature(v[F::collective])),
                             " scope=", paro::name_of(static_cast<Scope>(v[F::scope])), " count=", v[F::count], " ",

@@ -499,21 +499,17 @@ class Backend : public c10d::Backend {
   Step exchange(const Route& route, const at::Tensor& src, const std::vector<std::int64_t>& send_counts,
                 const at::Tensor& dst, const std::vector<std::int64_t>& recv_counts, bool even) {
     const DataType dt = data_type_of(src);
-    if (even) {
-      Request r = translating([&] {
-        return route.comm.iall_to_all(src.data_ptr(), dst.data_ptr(), static_cast<std::size_t>(send_counts.front()), dt,
-                                      route.options());
-      });
-      return {r, [src, dst] {}};
-    }
     auto packed = [](const std::vector<std::int64_t>& counts) {
       return Blocks::packed(std::vector<std::size_t>(counts.begin(), counts.end()));
     };
     Request r = translating([&] {
+      if (even)
+        return route.comm.iall_to_all(src.data_ptr(), dst.data_ptr(), static_cast<std::size_t>(send_counts.front()), dt,
+                                      route.options());
       return route.comm.iall_to_allv(src.data_ptr(), packed(send_counts), dst.data_ptr(), packed(recv_counts), dt,
                                      route.options());
     });
-    return {r, [src, dst] {}};
+    return {r, [src, dst] {}};  // the tensors live until the exchange is complete
   }
 
   static at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
