@@ -74,13 +74,15 @@ std::optional<typename paced::Transport<Inner>::Links>& world_links() {
 
 // inner under PARO_EMULATE's link pacing, as paro-bench's host backends run (passing straight through
 // without link keys): the default group makes the cluster's links, a later group joins them with its
-// members' world ranks (without a default group on paro, its messages are not paced).
+// members' world ranks (without a default group on paro, its messages are not paced). PARO_TRACE=1 records
+// every message for take_link_bytes (scoped.hpp).
 template <class Inner>
 paced::Transport<Inner> paced_over(Inner inner, const GroupSettings& settings) {
   using Paced = paced::Transport<Inner>;
   const std::optional<std::string> emulate = env::get("PARO_EMULATE");
   if (settings.global_ranks.empty()) {
-    Paced t = Paced::wrap(std::move(inner), topology::EmulationSpec::parse(emulate.value_or("nodes=1")));
+    Paced t = Paced::wrap(std::move(inner), topology::EmulationSpec::parse(emulate.value_or("nodes=1")),
+                          env::get("PARO_TRACE").value_or("0") == "1");
     world_links<Inner>() = t.links();
     return t;
   }

@@ -1,5 +1,6 @@
 // paro_torch._C: the one translation unit of the PyTorch package. It binds the "paro" c10d backend
-// (backend.hpp) and SEPARATE's step-wise form (separate.hpp) for the DDP communication hook.
+// (backend.hpp), its scoped collectives for paro_torch.dp (scoped.hpp) and SEPARATE's step-wise form
+// (separate.hpp) for the DDP communication hook.
 
 #include <torch/extension.h>
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "scoped.hpp"
 #include "separate.hpp"
 
 namespace py = pybind11;
@@ -119,5 +121,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "waits up to limit_s seconds for the futures' completions still running on torch's inter-op pool; returns "
       "how many still run (paro_torch calls it at exit)");
 
+  paro::torch_backend::bind_scoped(m);
   paro::torch_backend::bind_separate(m);
 }
