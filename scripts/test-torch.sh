@@ -8,8 +8,8 @@
 #      `pip install --no-build-isolation` from a folder outside the repository, as a user installs it (the
 #      extension compiles against that torch; where nvcc is found, with the CUDA path too: PARO_TORCH_CUDA=1,
 #      nvcc compiling the same unit, so that it cannot rot);
-#   3. from a copy of python/tests outside the repository: pytest (1-4 local processes: every method against gloo, every algorithm, errors, a killed
-#      process, DDP / SEPARATE hook / FSDP training), a selection of torch's own distributed tests with
+#   3. from a copy of python/tests outside the repository: pytest (1-8 local processes: every method against gloo, every algorithm, errors, a killed
+#      process, DDP / SEPARATE hook / FSDP training, paro_torch.dp's 14 strategies against DDP), a selection of torch's own distributed tests with
 #      BACKEND=paro (python/tests/torch_suite.py; PARO_TORCH_SUITE=full for the whole allow-list), and the
 #      backend under mpirun (python/tests/mpi_smoke.py).
 # PARO_TORCH_TESTS adds pytest arguments (e.g. "-k ddp"); PARO_TORCH_STAGES picks from "pytest suite mpi"

@@ -3,6 +3,7 @@
 
     plot.py bench torch-bench.json -o torch-busbw.png     # bench_torch.py: busbw per collective and way
     plot.py train a.json [b.json ...] -o separate.png     # separate_hook_train.py: loss curves, a panel per file
+    plot.py dp a.json [b.json ...] -o paro-dp.png         # train_lm.py: step time vs memory, a panel per file
 """
 
 import argparse
@@ -65,10 +66,35 @@ def plot_train(runs: list, out: str) -> None:
     fig.savefig(out, dpi=110)
 
 
+def plot_dp(runs: list, out: str) -> None:
+    """One panel per train_lm.py JSON (a cluster): each way's step time against its state bytes per rank."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(6.5 * len(runs), 5), squeeze=False)
+    marks = {"ddp": "s", "fsdp": "^", "hsdp": "D", "gloo-ddp": "x"}
+    for ax, data in zip(axes[0], runs):
+        for r in data["records"]:
+            mb, step = r["state_bytes"] / 2**20, r["step_s"]
+            if r["way"].startswith("dp:"):
+                ax.plot(mb, step, "o", color="tab:blue")
+                ax.annotate(r["way"][3:], (mb, step), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            else:
+                color = "tab:red" if r["algorithm"] == "ring" else "tab:green"
+                ax.plot(mb, step, marks.get(r["way"], "x"), color=color, markersize=8,
+                        label=f"{r['way']} ({r['algorithm']})")
+        ax.plot([], [], "o", color="tab:blue", label="paro_torch.dp (automatic)")
+        ax.set_xlabel("parameters + gradients + optimizer states per rank (MiB)")
+        ax.set_ylabel("step time (s, median of rounds, slowest rank)")
+        ax.set_title(f"{data['ranks']} ranks in groups of {data['group']}, {data['parameters'] / 1e6:.1f} M "
+                     f"parameters\nPARO_EMULATE={data['emulate']}", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=["bench", "train"])
-    parser.add_argument("json", nargs="+", help="bench: one file; train: one panel per file")
+    parser.add_argument("kind", choices=["bench", "train", "dp"])
+    parser.add_argument("json", nargs="+", help="bench: one file; train, dp: one panel per file")
     parser.add_argument("-o", "--out", required=True)
     args = parser.parse_args()
     data = []
@@ -77,6 +103,8 @@ def main() -> None:
             data.append(json.load(f))
     if args.kind == "bench":
         plot_bench(data[0], args.out)
+    elif args.kind == "dp":
+        plot_dp(data, args.out)
     else:
         plot_train(data, args.out)
 

@@ -39,8 +39,8 @@ from torch.utils._pytree import tree_flatten
 
 from . import Options, _C, backend_of
 
-__all__ = ["Strategy", "shard", "ShardedOptimizer", "Sharding", "footprint", "traffic", "valid_strategies",
-           "save", "load", "full_state_dict"]
+__all__ = ["Strategy", "shard", "ShardedOptimizer", "Sharding", "footprint", "traffic", "advise", "Machine",
+           "valid_strategies", "save", "load", "full_state_dict", "from_deepspeed_config"]
 
 _LETTERS = "NIG"
 _DESCRIBE = {"N": "replicated", "I": "sharded within the group", "G": "sharded over all ranks"}
@@ -148,45 +148,123 @@ def footprint(strategy, unit_lengths: Iterable[int], n: int, m: int, param_bytes
             "optimizer": total // place.parts(s.os) * state_bytes}
 
 
+def _unit_collectives(s: Strategy, L: int, n: int, m: int, param_bytes: float, grad_bytes: float) -> dict:
+    """What shard() runs for one unit of padded length L, by phase: 'gather' (the parameters at p's partition
+    made whole, once), 'scatter' (a micro-step's gradient to g's partition), 'boundary' (the accumulated
+    gradient to os's partition) and 'rebuild' (the updated fp32 parameters back to p's partition), each a
+    list of (scope, collective, ranks, bytes sent per rank by a ring: (k - 1) / k of the buffer, twice that
+    for an all-reduce)."""
+    k = n // m
+    ring = lambda ranks, nbytes, twice=False: nbytes / ranks * (ranks - 1) * (2 if twice else 1)  # noqa: E731
+    out = {"gather": [], "scatter": [], "boundary": [], "rebuild": []}
+    if s.p == "G":
+        out["gather"].append(("inter", "all_gather", k, ring(k, L / m * param_bytes)))
+    if s.p != "N":
+        out["gather"].append(("intra", "all_gather", m, ring(m, L * param_bytes)))
+    if s.g != "N":
+        out["scatter"].append(("intra", "reduce_scatter", m, ring(m, L * grad_bytes)))
+    if s.g == "G":
+        out["scatter"].append(("inter", "reduce_scatter", k, ring(k, L / m * grad_bytes)))
+    rail = ("inter", "reduce_scatter", k, ring(k, L / m * grad_bytes)) if s.os == "G" else \
+        ("inter", "all_reduce", k, ring(k, L / m * grad_bytes, twice=True))
+    if s.g == "N":
+        out["boundary"].append(("intra", "reduce_scatter", m, ring(m, L * grad_bytes)))
+        out["boundary"].append(rail)
+        if s.os == "N":
+            out["boundary"].append(("intra", "all_gather", m, ring(m, L * grad_bytes)))
+    elif s.g == "I":
+        out["boundary"].append(rail)
+    if s.os == "G" and s.p != "G":
+        out["rebuild"].append(("inter", "all_gather", k, ring(k, L / m * 4)))
+    if s.os != "N" and s.p == "N":
+        out["rebuild"].append(("intra", "all_gather", m, ring(m, L * 4)))
+    return out
+
+
 def traffic(strategy, unit_lengths: Iterable[int], n: int, m: int, accumulation: int = 1, param_bytes: int = 4,
             grad_bytes: int = 4, gathers_per_micro_step: int = 2) -> dict:
     """Bytes per rank sent in one step ('intra': inside the group, 'inter': along the rail) by shard()'s
-    collectives, each a ring (k - 1) / k of its buffer per rank (twice for an all-reduce):
-    per micro-step p = I: intra all-gather of the parameters, p = G: rail then intra all-gather, each
-    `gathers_per_micro_step` times (2: forward and backward, reshard_after_forward=True); g = I: intra
-    reduce-scatter of the gradients, g = G: intra then rail reduce-scatter; at the boundary the gradients to
-    os's partition (N: intra RS, rail AR or RS, intra AG for os = N; I: rail AR or RS); after the optimizer
-    the fp32 parameters rebuilt at p's partition (rail and/or intra all-gather)."""
+    collectives, each a ring: per micro-step p = I: intra all-gather of the parameters, p = G: rail then intra
+    all-gather, each `gathers_per_micro_step` times (2: forward and backward, reshard_after_forward=True);
+    g = I: intra reduce-scatter of the gradients, g = G: intra then rail reduce-scatter; at the boundary the
+    gradients to os's partition (g = N: intra RS, rail AR or RS, and intra AG for os = N; g = I: rail AR or
+    RS); after the optimizer the fp32 parameters rebuilt at p's partition (rail and/or intra all-gather)."""
     s = Strategy.parse(strategy)
-    k = n // m
-    intra = inter = 0.0
-    spread = lambda ranks, elements: elements / ranks * (ranks - 1)  # noqa: E731
+    times = {"gather": accumulation * gathers_per_micro_step, "scatter": accumulation, "boundary": 1, "rebuild": 1}
+    out = {"intra": 0.0, "inter": 0.0}
     for count in unit_lengths:
-        if count <= 0:
-            continue
-        L = _padded(count, n)
-        micro = accumulation * gathers_per_micro_step
-        if s.p == "I":
-            intra += micro * spread(m, L) * param_bytes
-        if s.p == "G":
-            inter += micro * spread(k, L / m) * param_bytes
-            intra += micro * spread(m, L) * param_bytes
-        if s.g != "N":
-            intra += accumulation * spread(m, L) * grad_bytes
-        if s.g == "G":
-            inter += accumulation * spread(k, L / m) * grad_bytes
-        rs_intra, rs_rail = spread(m, L) * grad_bytes, spread(k, L / m) * grad_bytes
-        if s.g == "N":
-            intra += rs_intra * (2 if s.os == "N" else 1)
-            inter += rs_rail * (1 if s.os == "G" else 2)
-        elif s.g == "I":
-            inter += rs_rail * (1 if s.os == "G" else 2)
-        ag_intra, ag_rail = spread(m, L) * 4, spread(k, L / m) * 4
-        if s.os != "N" and s.p == "N":
-            intra += ag_intra
-        if s.os == "G" and s.p != "G":
-            inter += ag_rail
-    return {"intra": intra, "inter": inter}
+        if count > 0:
+            for phase, runs in _unit_collectives(s, _padded(count, n), n, m, param_bytes, grad_bytes).items():
+                for scope, _, _, nbytes in runs:
+                    out[scope] += times[phase] * nbytes
+    return out
+
+
+@dataclasses.dataclass
+class Machine:
+    """What advise() needs to know of the cluster and the model's compute, per rank."""
+
+    intra_bytes_per_s: float         # a collective's bytes sent per rank per second, inside the group
+    inter_bytes_per_s: float         # ... and along the rail
+    forward_s: float                 # one micro-step's forward, without communication
+    backward_s: float                # ... and backward
+    optimizer_s_per_element: float   # the optimizer's step, per element of the os shard
+    latency_s: float = 0.0           # per message a ring sends ((k - 1) per ring pass)
+    # True where the cores that compute also move the bytes inside the group (host memory: CPU training, or
+    # more processes than cores): that time adds to the compute instead of hiding under it.
+    intra_uses_compute: bool = False
+
+
+def advise(unit_lengths: Iterable[int], n: int, m: int, machine: Machine, accumulation: int = 1,
+           param_bytes: int = 4, grad_bytes: int = 4, reshard_after_forward: bool = True) -> list:
+    """Every valid strategy's predicted step time, state bytes per rank and traffic, fastest first, for a
+    model of these units on n ranks in groups of m: shard()'s own schedule rather than perfect overlap.
+    Collectives run one at a time on the group's progress thread. A micro-step's forward overlaps its
+    gathers (prefetched; the first unit's is exposed), its backward the gathers again (reshard_after_forward),
+    the reduce-scatters and, in the last micro-step, the boundary (the last unit's are exposed); the first
+    forward after a step also waits for the rebuild queued before its gathers; the optimizer's time is the
+    os shard's elements times machine.optimizer_s_per_element. With machine.intra_uses_compute the time of
+    the collectives inside the group is added to the compute it would otherwise hide under."""
+    lengths = [_padded(c, n) for c in unit_lengths if c > 0]
+    if not lengths:
+        raise ValueError("paro_torch.dp.advise: no unit has elements")
+    bandwidth = {"intra": machine.intra_bytes_per_s, "inter": machine.inter_bytes_per_s}
+    out = []
+    for s in valid_strategies():
+        phase_s, cpu_s = [], []  # per unit: {phase: seconds}, and the part of them inside the group
+        for L in lengths:
+            runs = _unit_collectives(s, L, n, m, param_bytes, grad_bytes)
+            seconds = {phase: [(scope, nbytes / bandwidth[scope] +
+                                machine.latency_s * (ranks - 1) * (2 if coll == "all_reduce" else 1))
+                               for scope, coll, ranks, nbytes in r if ranks > 1] for phase, r in runs.items()}
+            phase_s.append({phase: sum(t for _, t in v) for phase, v in seconds.items()})
+            cpu_s.append({phase: sum(t for scope, t in v if scope == "intra" and machine.intra_uses_compute)
+                          for phase, v in seconds.items()})
+        phases = ("gather", "scatter", "boundary", "rebuild")
+        total = {phase: sum(u[phase] for u in phase_s) for phase in phases}
+        cpu = {phase: sum(u[phase] for u in cpu_s) for phase in phases}
+        first, last = phase_s[0], phase_s[-1]
+        regather = total["gather"] if reshard_after_forward else 0.0
+        recopy = cpu["gather"] if reshard_after_forward else 0.0
+        f, b = machine.forward_s, machine.backward_s
+        forward = max(f + cpu["gather"], total["gather"]) + first["gather"]
+        first_forward = (max(f + cpu["rebuild"] + cpu["gather"], total["rebuild"] + total["gather"]) +
+                         first["rebuild"] + first["gather"])
+        backward = max(b + recopy + cpu["scatter"], regather + total["scatter"]) + last["scatter"]
+        last_backward = (max(b + recopy + cpu["scatter"] + cpu["boundary"],
+                             regather + total["scatter"] + total["boundary"]) + last["scatter"] + last["boundary"])
+        place = _Place(n, m, 0, 0)
+        optimizer = sum(lengths) // place.parts(s.os) * machine.optimizer_s_per_element
+        step = first_forward + (accumulation - 1) * (forward + backward) + last_backward + optimizer
+        memory = footprint(s, unit_lengths, n, m)
+        out.append({"strategy": s.name, "step_s": step, "state_bytes": sum(memory.values()), "memory": memory,
+                    "traffic": traffic(s, unit_lengths, n, m, accumulation, param_bytes, grad_bytes,
+                                       2 if reshard_after_forward else 1),
+                    "communication_s": accumulation * (2 * total["gather"] if reshard_after_forward else
+                                                       total["gather"]) + accumulation * total["scatter"] +
+                    total["boundary"] + total["rebuild"]})
+    out.sort(key=lambda a: (a["step_s"], a["state_bytes"]))
+    return out
 
 
 # --- the sharded model -----------------------------------------------------------------------------------
@@ -251,11 +329,11 @@ class _Unit:
         self.holds = False
 
     def start_gather(self) -> None:
-        """p != N: the full parameters into `compute`, started; p = N: the cast copy refreshed."""
-        if self.holds or self.gathering:
+        """p != N: the full parameters into `compute`, started (after the rebuild they are made from)."""
+        sh, s = self.sh, self.sh.strategy
+        if self.holds or self.gathering or s.p == "N":
             return
         self.wait_rebuild()
-        sh, s = self.sh, self.sh.strategy
         src = self.shard if sh.param_dtype == torch.float32 else self.shard.to(sh.param_dtype)
         storage = self.compute.untyped_storage()
         storage.resize_(self.L * self.compute.element_size())
@@ -485,7 +563,7 @@ class Sharding:
         return order[i + 1] if i + 1 < len(order) else None
 
     def gradient_arrived(self, unit: _Unit, param) -> None:
-        if not self.in_backward:  # a parameter used outside any unit's hooks (e.g. by the root's loss)
+        if not self.in_backward:  # a gradient before any unit output's hook (a parameter used outside its unit)
             self.in_backward = True
             torch.autograd.Variable._execution_engine.queue_callback(self.after_backward)
         unit.reported.add(id(param))
@@ -921,6 +999,15 @@ def full_state_dict(module: torch.nn.Module) -> dict:
         sh.exporting = False
     return {key: values[key] if key in values else v.detach().clone() if torch.is_tensor(v) else v
             for key, v in entries.items()}
+
+
+def from_deepspeed_config(path: str) -> dict:
+    """What a DeepSpeed JSON config says that PaRO-DP takes, read by paro's own reader (the C++ engine's):
+    'strategy' (zero_optimization.paro_strategy, or .stage 0-3 as NNN / NNG / NGG / GGG), 'accumulation'
+    (gradient_accumulation_steps), 'micro_batch' (train_micro_batch_size_per_gpu) and 'lr'
+    (optimizer.params.lr; optimizer.type must be Adam or AdamW). Keys the file does not give are left out;
+    a bad value raises naming the file and the field."""
+    return {k: v for k, v in _C.read_deepspeed_config(path).items() if v is not None}
 
 
 def _is_vector_state(v, os_param) -> bool:

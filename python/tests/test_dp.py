@@ -283,3 +283,21 @@ def body_bad_input(rank: int, n: int) -> None:
 
 def test_bad_input_is_refused_before_any_collective():
     run(3, body_bad_input)
+
+
+def test_the_advisor_prices_the_traffic_model():
+    """advise()'s communication time is traffic() over the bandwidths (no latency), every strategy is in
+    its list, and on slow links between groups the strategies that gather or scatter globally come last."""
+    import paro_torch.dp as pdp
+
+    lengths, n, m = [1000, 36037, 36037, 4999], 8, 4
+    machine = pdp.Machine(intra_bytes_per_s=10e9, inter_bytes_per_s=0.1e9, forward_s=1e-5, backward_s=2e-5,
+                          optimizer_s_per_element=1e-12)  # communication-bound
+    advice = pdp.advise(lengths, n, m, machine, accumulation=2)
+    assert sorted(a["strategy"] for a in advice) == sorted(s.name for s in pdp.valid_strategies())
+    for a in advice:
+        t = pdp.traffic(a["strategy"], lengths, n, m, accumulation=2)
+        assert a["communication_s"] == pytest.approx(t["intra"] / 10e9 + t["inter"] / 0.1e9, rel=1e-12)
+        assert a["state_bytes"] == sum(pdp.footprint(a["strategy"], lengths, n, m).values())
+    assert [a["strategy"][0] for a in advice[-3:]] == ["G"] * 3, [a["strategy"] for a in advice]
+    assert advice == sorted(advice, key=lambda a: a["step_s"])

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "paro/dp/deepspeed_config.hpp"
 #include "scoped.hpp"
 #include "separate.hpp"
 
@@ -121,6 +122,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "waits up to limit_s seconds for the futures' completions still running on torch's inter-op pool; returns "
       "how many still run (paro_torch calls it at exit)");
 
+  m.def(
+      "read_deepspeed_config",
+      [](const std::string& path) {
+        const paro::dp::DeepSpeedConfig c =
+            paro::torch_backend::translating([&] { return paro::dp::DeepSpeedConfig::read(path); });
+        py::dict out;
+        out["strategy"] = c.strategy ? py::cast(c.strategy->name()) : py::none();
+        out["accumulation"] = c.accumulation ? py::cast(*c.accumulation) : py::none();
+        out["micro_batch"] = c.micro_batch ? py::cast(*c.micro_batch) : py::none();
+        out["lr"] = c.lr ? py::cast(*c.lr) : py::none();
+        return out;
+      },
+      py::arg("path"), "paro's DeepSpeed config reader (include/paro/dp/deepspeed_config.hpp): the keys it takes");
   paro::torch_backend::bind_scoped(m);
   paro::torch_backend::bind_separate(m);
 }
