@@ -340,9 +340,8 @@ def main() -> None:
         runs.append(("gloo-ddp", "gloo"))
     model = build(args)
     params = sum(p.numel() for p in model.parameters())
-    _, probe = pdp.shard(build(args), torch.optim.AdamW, strategy="NNN", group=groups[("world", "automatic")])
-    units = [u.real for u in probe.sharding.units]
-    del model, probe
+    units = pdp.unit_lengths_of(model)
+    del model
     machine = calibrate(args, groups, text, units) if args.advise else None
     header = (f"# {params / 1e6:.2f} M parameters in {len(units)} units, {n} ranks in groups of {m}, {args.batch} x "
               f"{args.context} tokens per rank and micro-step, {args.accumulation} micro-steps, "

@@ -40,7 +40,7 @@ from torch.utils._pytree import tree_flatten
 from . import Options, _C, backend_of
 
 __all__ = ["Strategy", "shard", "ShardedOptimizer", "Sharding", "footprint", "traffic", "advise", "Machine",
-           "valid_strategies", "save", "load", "full_state_dict", "from_deepspeed_config"]
+           "valid_strategies", "save", "load", "full_state_dict", "from_deepspeed_config", "unit_lengths_of"]
 
 _LETTERS = "NIG"
 _DESCRIBE = {"N": "replicated", "I": "sharded within the group", "G": "sharded over all ranks"}
@@ -200,6 +200,11 @@ def traffic(strategy, unit_lengths: Iterable[int], n: int, m: int, accumulation:
     return out
 
 
+def unit_lengths_of(module: torch.nn.Module) -> list:
+    """The trainable element count of each unit shard() would cut `module` into."""
+    return [sum(p.shape.numel() for p in params) for _, _, params in _units_of(module)]
+
+
 @dataclasses.dataclass
 class Machine:
     """What advise() needs to know of the cluster and the model's compute, per rank."""
@@ -215,16 +220,17 @@ class Machine:
     intra_uses_compute: bool = False
 
 
-def advise(unit_lengths: Iterable[int], n: int, m: int, machine: Machine, accumulation: int = 1,
-           param_bytes: int = 4, grad_bytes: int = 4, reshard_after_forward: bool = True) -> list:
-    """Every valid strategy's predicted step time, state bytes per rank and traffic, fastest first, for a
-    model of these units on n ranks in groups of m: shard()'s own schedule rather than perfect overlap.
+def advise(model, n: int, m: int, machine: Machine, accumulation: int = 1, param_bytes: int = 4,
+           grad_bytes: int = 4, reshard_after_forward: bool = True) -> list:
+    """Every valid strategy's predicted step time, state bytes per rank and traffic, fastest first, for
+    `model` (an nn.Module, or its units' trainable element counts) on n ranks in groups of m: shard()'s own schedule rather than perfect overlap.
     Collectives run one at a time on the group's progress thread. A micro-step's forward overlaps its
     gathers (prefetched; the first unit's is exposed), its backward the gathers again (reshard_after_forward),
     the reduce-scatters and, in the last micro-step, the boundary (the last unit's are exposed); the first
     forward after a step also waits for the rebuild queued before its gathers; the optimizer's time is the
     os shard's elements times machine.optimizer_s_per_element. With machine.intra_uses_compute the time of
     the collectives inside the group is added to the compute it would otherwise hide under."""
+    unit_lengths = unit_lengths_of(model) if isinstance(model, torch.nn.Module) else list(model)
     lengths = [_padded(c, n) for c in unit_lengths if c > 0]
     if not lengths:
         raise ValueError("paro_torch.dp.advise: no unit has elements")
@@ -647,8 +653,9 @@ class Sharding:
 
 
 def _units_of(module: torch.nn.Module) -> list:
-    """(name, module, own_only): each child, each element of a container child, the root's own params."""
-    out = [("", module, True)]
+    """(name, module, [_Param]) per unit: each child, each element of a container child, and the root's own
+    parameters; only trainable parameters, at their offsets in the unit's flat vector."""
+    cut = [("", module, True)]
 
     def walk(prefix, m):
         for name, child in m.named_children():
@@ -657,9 +664,29 @@ def _units_of(module: torch.nn.Module) -> list:
                     not list(child.parameters(recurse=False)):
                 walk(full + ".", child)
             else:
-                out.append((full, child, False))
+                cut.append((full, child, False))
 
     walk("", module)
+    names = {id(p): n for n, p in module.named_parameters(remove_duplicate=False)}
+    owner_of, out = {}, []
+    for unit_name, unit_module, own_only in cut:
+        params, begin = [], 0
+        for sub in unit_module.modules() if not own_only else [unit_module]:
+            for attr, p in list(sub.named_parameters(recurse=False)):
+                if p is None or not p.requires_grad:
+                    continue
+                if id(p) in owner_of:
+                    where = "appears twice in unit" if owner_of[id(p)] == unit_name else \
+                        f"is shared by units {owner_of[id(p)] or '(root)'!r} and"
+                    raise ValueError(f"paro_torch.dp: parameter {names[id(p)]!r} {where} {unit_name or '(root)'!r}; "
+                                     "tied parameters are not supported (make them one unit)")
+                owner_of[id(p)] = unit_name
+                params.append(_Param(sub, attr, names[id(p)], p.shape, begin))
+                begin += p.numel()
+        if params:
+            out.append((unit_name, unit_module, params))
+    if not out:
+        raise ValueError("paro_torch.dp: the module has no trainable parameters")
     return out
 
 
@@ -796,33 +823,12 @@ def shard(module: torch.nn.Module, optimizer_class: Callable, *, strategy="NIG",
         del inner_probe
     except TypeError as e:
         raise ValueError(f"paro_torch.dp.shard: {name}({optimizer_kwargs}): {e}") from e
+    units = _units_of(module)
     _check_same_everywhere(module, group)
 
     sharding = Sharding(module, s, group, algorithm, param_dtype, reshard_after_forward, prefetch)
-    owner_of = {}
-    names = {id(p): n_ for n_, p in module.named_parameters(remove_duplicate=False)}
-    for unit_name, unit_module, own_only in _units_of(module):
-        params, begin = [], 0
-        for sub_name, sub in unit_module.named_modules(remove_duplicate=False):
-            if own_only and sub is not unit_module:
-                break
-            for attr, p in list(sub.named_parameters(recurse=False)):
-                if p is None or not p.requires_grad:
-                    continue
-                if id(p) in owner_of:
-                    if owner_of[id(p)] == unit_name:
-                        raise ValueError(f"paro_torch.dp.shard: parameter {names[id(p)]!r} appears twice in unit "
-                                         f"{unit_name or '(root)'!r}; tied parameters are not supported")
-                    raise ValueError(f"paro_torch.dp.shard: parameter {names[id(p)]!r} is shared by units "
-                                     f"{owner_of[id(p)] or '(root)'!r} and {unit_name or '(root)'!r}; tied "
-                                     "parameters are not supported")
-                owner_of[id(p)] = unit_name
-                params.append(_Param(sub, attr, names[id(p)], p.shape, begin))
-                begin += p.numel()
-        if params:
-            sharding.units.append(_Unit(unit_name, unit_module, params, sharding))
-    if not sharding.units:
-        raise ValueError("paro_torch.dp.shard: the module has no trainable parameters")
+    for unit_name, unit_module, params in units:
+        sharding.units.append(_Unit(unit_name, unit_module, params, sharding))
     module.register_forward_pre_hook(lambda mod, args: sharding.begin_forward())
     module.register_state_dict_pre_hook(lambda mod, prefix, keep_vars: sharding.before_state_dict())
     for unit in sharding.units:

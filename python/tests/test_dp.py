@@ -301,3 +301,9 @@ def test_the_advisor_prices_the_traffic_model():
         assert a["state_bytes"] == sum(pdp.footprint(a["strategy"], lengths, n, m).values())
     assert [a["strategy"][0] for a in advice[-3:]] == ["G"] * 3, [a["strategy"] for a in advice]
     assert advice == sorted(advice, key=lambda a: a["step_s"])
+    # A module is cut into the units shard() would make: the root's own pos, tok, two blocks, ln, head.
+    net = model()
+    lengths = pdp.unit_lengths_of(net)
+    assert lengths == [SEQ * WIDTH, VOCAB * WIDTH] + [sum(p.numel() for p in b.parameters()) for b in net.blocks] + \
+        [2 * WIDTH, (WIDTH + 1) * VOCAB]
+    assert pdp.advise(net, n, m, machine) == pdp.advise(lengths, n, m, machine)
