@@ -4,6 +4,7 @@
     plot.py bench torch-bench.json -o torch-busbw.png     # bench_torch.py: busbw per collective and way
     plot.py train a.json [b.json ...] -o separate.png     # separate_hook_train.py: loss curves, a panel per file
     plot.py dp a.json [b.json ...] -o paro-dp.png         # train_lm.py: step time vs memory, a panel per file
+    plot.py ttt a.json [b.json ...] -o ttt.png            # time_to_target.py: loss vs wall time, a panel per file
 """
 
 import argparse
@@ -91,10 +92,36 @@ def plot_dp(runs: list, out: str) -> None:
     fig.savefig(out, dpi=110)
 
 
+def plot_ttt(runs: list, out: str) -> None:
+    """One panel per time_to_target.py JSON (a link speed): every method's smoothed loss against wall time."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(6.5 * len(runs), 4.8), squeeze=False)
+    for ax, data in zip(axes[0], runs):
+        window = data["args"]["window"]
+        for r in data["records"]:
+            clock, total = [], 0.0
+            for s in r["step_s"]:
+                total += s
+                clock.append(total)
+            losses = r["losses"]
+            smooth = [sum(losses[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1))
+                      for i in range(len(losses))]
+            ax.plot(clock, smooth, label=r["method"], linewidth=2.2 if r["method"] == "fp32" else 1.2)
+        target = data["records"][0].get("target")
+        if target is not None:
+            ax.axhline(target, color="gray", linestyle=":", linewidth=1, label="fp32's final loss")
+        ax.set_xlabel("wall time (s, slowest rank)")
+        ax.set_ylabel(f"training loss (mean of {window} steps)")
+        ax.set_title(f"{data['ranks']} ranks, PARO_EMULATE={data['emulate']}", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=["bench", "train", "dp"])
-    parser.add_argument("json", nargs="+", help="bench: one file; train, dp: one panel per file")
+    parser.add_argument("kind", choices=["bench", "train", "dp", "ttt"])
+    parser.add_argument("json", nargs="+", help="bench: one file; train, dp, ttt: one panel per file")
     parser.add_argument("-o", "--out", required=True)
     args = parser.parse_args()
     data = []
@@ -105,6 +132,8 @@ def main() -> None:
         plot_bench(data[0], args.out)
     elif args.kind == "dp":
         plot_dp(data, args.out)
+    elif args.kind == "ttt":
+        plot_ttt(data, args.out)
     else:
         plot_train(data, args.out)
 

@@ -191,10 +191,10 @@ def train(way: str, algorithm: str, args, groups: dict, text: torch.Tensor) -> d
     return record
 
 
-def calibrate(args, groups: dict, text: torch.Tensor, units: list) -> "pdp.Machine":
-    """What advise() needs, measured on every rank at once (so with the same CPU sharing as training): the
-    model's forward and backward without communication, AdamW's step per element, and the bytes per second
-    and per-message latency of scoped all-gathers inside the group and along the rail on the emulated links."""
+def compute_times(args, groups: dict, text: torch.Tensor) -> tuple:
+    """(forward, backward) seconds of one micro-step without communication, and AdamW's step per element,
+    measured on every rank at once (so with the same CPU sharing as training); the medians, averaged over
+    ranks."""
     rank = dist.get_rank()
     model = build(args)
     x, y = batch(text, args, rank, 0, 0)
@@ -215,6 +215,15 @@ def calibrate(args, groups: dict, text: torch.Tensor, units: list) -> "pdp.Machi
         t0 = time.perf_counter()
         opt.step()
         steps.append(time.perf_counter() - t0)
+    measured = torch.tensor([statistics.median(forward), statistics.median(backward),
+                             statistics.median(steps) / flat.numel()], dtype=torch.float64)
+    dist.all_reduce(measured, group=groups["gloo"])
+    return tuple((measured / dist.get_world_size()).tolist())
+
+
+def calibrate(args, groups: dict, text: torch.Tensor, units: list) -> "pdp.Machine":
+    """What advise() needs, measured on the training processes: compute_times(), and the bytes per second and
+    per-message latency of scoped all-gathers inside the group and along the rail on the emulated links."""
     backend = paro_torch.backend_of(groups[("world", "automatic")])
     rates, latency = {}, {}
     for scope in ("intra", "inter"):
@@ -237,12 +246,10 @@ def calibrate(args, groups: dict, text: torch.Tensor, units: list) -> "pdp.Machi
         small, mid, large = sorted(timing)
         latency[scope] = timing[small] / (k - 1)
         rates[scope] = (large - mid) * 4 / k * (k - 1) / max(timing[large] - timing[mid], 1e-6)
-    measured = torch.tensor([statistics.median(forward), statistics.median(backward),
-                             statistics.median(steps) / flat.numel(), rates["intra"], rates["inter"],
-                             max(latency.values())], dtype=torch.float64)
-    dist.all_reduce(measured, op=dist.ReduceOp.SUM, group=groups["gloo"])
-    measured /= dist.get_world_size()
-    f, b, o, intra, inter, lat = measured.tolist()
+    f, b, o = compute_times(args, groups, text)
+    links = torch.tensor([rates["intra"], rates["inter"], max(latency.values())], dtype=torch.float64)
+    dist.all_reduce(links, group=groups["gloo"])
+    intra, inter, lat = (links / dist.get_world_size()).tolist()
     # The processes share the CPU cores that also copy the bytes inside a node.
     return pdp.Machine(intra_bytes_per_s=intra, inter_bytes_per_s=inter, forward_s=f, backward_s=b,
                        optimizer_s_per_element=o, latency_s=lat, intra_uses_compute=True)

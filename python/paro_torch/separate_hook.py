@@ -25,6 +25,7 @@ bucket boundaries never matter and a checkpoint continues exactly, also with ano
 
 import hashlib
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -92,6 +93,12 @@ class SeparateState:
     def dense_bytes(self) -> int:
         """What uncompressed all-reduces would have moved for the same gradients."""
         return self._traffic.dense
+
+    def timings(self) -> dict:
+        """Seconds spent since the start, summed over buckets: 'project' (error feedback and projection, on
+        the autograd thread), 'all_reduce' (from issuing the projections' all-reduce to its completion) and
+        'reconstruct' (the estimate and the error update, in the completion callback)."""
+        return dict(self._traffic.seconds)
 
     def compression_ratio(self) -> float:
         """Dense bytes over bytes on the wire so far (1.0 before any step)."""
@@ -162,12 +169,17 @@ class _Traffic:
 
     def __init__(self) -> None:
         self.wire = self.dense = 0
+        self.seconds = {"project": 0.0, "all_reduce": 0.0, "reconstruct": 0.0}
         self._lock = threading.Lock()
 
     def add(self, wire: int, dense: int) -> None:
         with self._lock:
             self.wire += wire
             self.dense += dense
+
+    def add_seconds(self, phase: str, seconds: float) -> None:
+        with self._lock:
+            self.seconds[phase] += seconds
 
 
 def separate_hook(state: SeparateState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
@@ -187,7 +199,10 @@ def separate_hook(state: SeparateState, bucket: dist.GradBucket) -> torch.future
     grads = bucket.gradients()  # views of the bucket's buffer: reconstructed in place
     compressors, traffic = state._compressors, state._traffic  # what the callback may hold (see _Traffic)
     wire = torch.empty(compressors.wire_floats(indices, grads), dtype=torch.float32)
+    started = time.perf_counter()
     compressors.project(indices, grads, wire)
+    issued = time.perf_counter()
+    traffic.add_seconds("project", issued - started)
     future = dist.all_reduce(wire, group=group, async_op=True).get_future()
     adaptation = torch.futures.Future()  # G-SEPARATE's cosines of this bucket, for _finish_iteration
     if not state._futures:
@@ -195,11 +210,14 @@ def separate_hook(state: SeparateState, bucket: dist.GradBucket) -> torch.future
     state._futures.append((bucket.index(), adaptation))
 
     def reconstruct(f: torch.futures.Future) -> torch.Tensor:
+        begun = time.perf_counter()
+        traffic.add_seconds("all_reduce", begun - issued)
         try:
             adapting, cosines = compressors.reconstruct(indices, grads, grads, f.value()[0], n)
         except Exception as e:
             adaptation.set_exception(e)
             raise
+        traffic.add_seconds("reconstruct", time.perf_counter() - begun)
         # These parameters' steps are complete; the adapting ones' complete in _finish_iteration.
         pending = set(adapting)
         traffic.add(*compressors.traffic([i for i in indices if i not in pending]))

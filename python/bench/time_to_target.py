@@ -1,0 +1,204 @@
+"""Time to the same loss under gradient compression: DDP in fp32, with torch's bf16 compression hook, with
+PowerSGD (its rank chosen to send what SEPARATE sends at the middle ratio) and with paro's separate_hook at
+several ratios and G-SEPARATE, training train_lm.py's byte-level GPT under torchrun on the paro backend's
+emulated links, from the same weights on the same batches.
+
+    PARO_EMULATE=nodes=2,ranks=2,inter_gbps=1 PARO_TRACE=1 \\
+        torchrun --standalone --nproc-per-node 4 time_to_target.py --steps 300 --json ttt.json
+
+For every run: the loss curve against wall-clock time (the slowest rank's step times added up), the time
+to reach the fp32 run's final loss (the mean of its last --window steps; a run's loss is the same running
+mean), the loss reached in the fp32 run's wall time, bytes per step between and inside nodes (the links'
+trace), and for SEPARATE where a step's time goes: its hook's projection, all-reduce (issue to
+completion) and reconstruction, beside the compute measured without communication.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import paro_torch
+import train_lm as lm
+
+WARM_UP = 2  # plain all-reduces before compressing (PowerSGD's minimum with error feedback), for every method
+
+
+def matrices(model: torch.nn.Module, min_elements: int) -> list:
+    return [p.shape for p in model.parameters() if p.dim() == 2 and p.numel() >= min_elements]
+
+
+def powersgd_rank(model: torch.nn.Module, ratio: int, min_elements: int) -> int:
+    """The PowerSGD rank r whose r (rows + cols) floats per matrix add up closest to SEPARATE's numel / ratio."""
+    shapes = matrices(model, min_elements)
+    separate = sum(s.numel() / ratio for s in shapes)
+    return max(1, round(separate / sum(s[0] + s[1] for s in shapes)))
+
+
+def make(method: str, args, group):
+    model = DDP(lm.build(args), process_group=group)
+    kind, _, arg = method.partition(":")
+    state = None
+    if kind == "bf16":
+        model.register_comm_hook(group, default_hooks.bf16_compress_hook)
+    elif kind == "powersgd":
+        state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=int(arg),
+                                            start_powerSGD_iter=WARM_UP, min_compression_rate=2)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    elif kind in ("separate", "gseparate"):
+        state = paro_torch.SeparateState(model, group, ratio=int(arg), start_iter=WARM_UP,
+                                         min_elements=args.min_elements, adaptive=kind == "gseparate")
+        model.register_comm_hook(state, paro_torch.separate_hook)
+    elif kind != "fp32":
+        raise SystemExit(f"time_to_target: method {method!r}; allowed: fp32 bf16 powersgd:R separate:R gseparate:R")
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+    return model, opt, state
+
+
+def run(method: str, args, groups: dict, text: torch.Tensor) -> dict:
+    rank, n = dist.get_rank(), dist.get_world_size()
+    model, opt, state = make(method, args, groups["paro"])
+    losses, seconds = [], []
+    dist.barrier(group=groups["gloo"])
+    paro_torch._C.take_link_bytes(rank)
+    for step in range(args.steps):
+        start = time.perf_counter()
+        for micro in range(args.accumulation):
+            x, y = lm.batch(text, args, rank, step, micro)
+            loss = F.cross_entropy(model(x).reshape(-1, lm.VOCAB), y.reshape(-1))
+            if micro < args.accumulation - 1:
+                with model.no_sync():
+                    loss.backward()
+            else:
+                loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        took = time.perf_counter() - start
+        both = torch.tensor([took, float(loss.detach()) / n], dtype=torch.float64)
+        slowest = both[:1].clone()
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=groups["gloo"])
+        dist.all_reduce(both, group=groups["gloo"])
+        seconds.append(float(slowest))
+        losses.append(float(both[1]))
+    intra, inter = paro_torch._C.take_link_bytes(rank)
+    split = state.timings() if isinstance(state, paro_torch.SeparateState) else None
+    counts = torch.tensor([intra, inter], dtype=torch.float64)
+    dist.all_reduce(counts, group=groups["gloo"])
+    record = {"method": method, "losses": losses, "step_s": seconds,
+              "intra_bytes_per_step": float(counts[0]) / n / args.steps,
+              "inter_bytes_per_step": float(counts[1]) / n / args.steps}
+    if split is not None:
+        record["separate_s_per_step"] = {k: v / args.steps for k, v in split.items()}
+        record["compression_ratio"] = state.compression_ratio()
+    return record
+
+
+def smooth(values: list, window: int) -> list:
+    return [sum(values[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1)) for i in range(len(values))]
+
+
+def summarize(records: list, window: int) -> list:
+    """Adds time to target and loss at the fp32 run's wall time to every record; returns the table's lines."""
+    base = next(r for r in records if r["method"] == "fp32")
+    target = smooth(base["losses"], window)[-1]
+    budget = sum(base["step_s"])
+    lines = [f"target: fp32's loss at step {len(base['losses'])} (mean of its last {window} steps) = {target:.4f}, "
+             f"reached in {budget:.1f} s",
+             "| method | time to target (s) | vs fp32 | loss at fp32's time | final loss | s/step | "
+             "inter MiB/step | intra MiB/step |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in records:
+        curve, clock = smooth(r["losses"], window), []
+        total = 0.0
+        for s in r["step_s"]:
+            total += s
+            clock.append(total)
+        reached = next((t for t, v in zip(clock, curve) if v <= target and t > 0), None)
+        within = [v for t, v in zip(clock, curve) if t <= budget]
+        r.update(target=target, time_to_target_s=reached, loss_at_fp32_time=within[-1] if within else None,
+                 final_loss=curve[-1], wall_s=total)
+        speed = f"{budget / reached:.2f}x" if reached else "not reached"
+        lines.append(f"| {r['method']} | {reached if reached is None else round(reached, 1)} | {speed} | "
+                     f"{r['loss_at_fp32_time']:.4f} | {curve[-1]:.4f} | {total / len(clock):.3f} | "
+                     f"{r['inter_bytes_per_step'] / 2**20:.2f} | {r['intra_bytes_per_step'] / 2**20:.2f} |")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--context", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=4, help="sequences per rank and micro-step")
+    ap.add_argument("--accumulation", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--corpus", default="/usr/share/games/fortunes")
+    ap.add_argument("--ratios", type=int, nargs="+", default=[8, 16, 32], help="separate_hook's ratios")
+    ap.add_argument("--gseparate", type=int, default=32, help="G-SEPARATE's ratio (0: none)")
+    ap.add_argument("--min-elements", type=int, default=65536, help="smaller gradients go uncompressed")
+    ap.add_argument("--window", type=int, default=20, help="steps in a loss's running mean")
+    ap.add_argument("--methods", help="comma-separated, instead of the default list (fp32 first)")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    dist.init_process_group("paro")
+    torch.set_num_threads(1)
+    rank = dist.get_rank()
+    text = lm.corpus(args.corpus)
+    groups = {"gloo": dist.new_group(backend="gloo"), "paro": dist.group.WORLD}
+    model = lm.build(args)
+    model_size = sum(p.numel() for p in model.parameters())
+    middle = sorted(args.ratios)[len(args.ratios) // 2]
+    rank_r = powersgd_rank(model, middle, args.min_elements)
+    methods = args.methods.split(",") if args.methods else (
+        ["fp32", "bf16", f"powersgd:{rank_r}"] + [f"separate:{r}" for r in args.ratios] +
+        ([f"gseparate:{args.gseparate}"] if args.gseparate else []))
+    if methods[0] != "fp32":
+        raise SystemExit("time_to_target: the first method must be fp32 (the target)")
+    compute = lm.compute_times(args, groups, text)
+    records = []
+    for method in methods:
+        records.append(run(method, args, groups, text))
+        if rank == 0:
+            r = records[-1]
+            print(f"# {method}: {sum(r['step_s']):.1f} s, final loss {r['losses'][-1]:.4f}", flush=True)
+    if rank == 0:
+        print(f"# {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters, {dist.get_world_size()} ranks, "
+              f"{args.batch} x {args.context} tokens per rank and micro-step, {args.steps} steps, warm-up {WARM_UP} "
+              f"plain steps, PowerSGD rank {rank_r} (SEPARATE ratio {middle}'s bytes), "
+              f"PARO_EMULATE={os.environ.get('PARO_EMULATE', '')}")
+        for line in summarize(records, args.window):
+            print(line)
+        forward, backward, per_element = compute
+        print(f"compute without communication: forward {forward * 1e3:.1f} ms, backward {backward * 1e3:.1f} ms "
+              f"per micro-step, AdamW {per_element * model_size * 1e3:.1f} ms per step")
+        for r in records:
+            if "separate_s_per_step" in r:
+                t = r["separate_s_per_step"]
+                print(f"{r['method']}: per step projection {t['project'] * 1e3:.1f} ms, all-reduce "
+                      f"{t['all_reduce'] * 1e3:.1f} ms (issue to completion), reconstruction "
+                      f"{t['reconstruct'] * 1e3:.1f} ms; {r['compression_ratio']:.1f}x fewer bytes")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"args": vars(args), "emulate": os.environ.get("PARO_EMULATE", ""),
+                           "ranks": dist.get_world_size(), "compute": dict(zip(("forward_s", "backward_s",
+                                                                                 "optimizer_s_per_element"), compute)),
+                           "records": records}, f,
+                          indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
