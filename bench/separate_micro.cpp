@@ -4,8 +4,9 @@
 //
 // Generate/*: the shared-seed generator's throughput (values per second).
 // Projection/*: SEPARATE's projection P = H R with R generated in the same call, and its reconstruction
-// H~ = P R^T / w likewise, each timed side by side in the same loop with a plain sgemm of the same shape
-// on a prepared matrix. Counter `vs_sgemm` = sgemm time / SEPARATE time (1 = as fast as BLAS alone).
+// H~ = P R^T / w likewise, each timed side by side in the same loop with the same arithmetic through BLAS
+// (an sgemm per block) on a prepared matrix. Counter `vs_sgemm` = that time / SEPARATE time (1 = as fast as
+// BLAS alone); `loops` = 1 where the shape goes through the loops instead of BLAS.
 
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -35,51 +36,75 @@ BENCHMARK_CAPTURE(Generate, rademacher, Distribution::rademacher);
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// Args: rows, cols, ratio, reconstruct (0: projection, 1: reconstruction).
+// The same arithmetic through BLAS, one sgemm per block, on a prepared R: what project() and reconstruct()
+// did for every shape before narrow blocks went through loops.
+void blas_reference(const ProjectionShape& s, const std::vector<float>& r, bool back, std::size_t rows, float* h,
+                    float* p) {
+  const std::size_t w = s.projected_cols();
+  std::size_t at = 0, p_col = 0;
+  for (std::size_t j = 0; j < s.blocks(); ++j) {
+    const int m = static_cast<int>(rows), b = static_cast<int>(s.block_size(j)),
+              bw = static_cast<int>(s.block_width(j));
+    if (back)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, b, bw, 1.0f, p + p_col, static_cast<int>(w),
+                  r.data() + at, bw, 0.0f, h + s.block_begin(j), static_cast<int>(s.cols));
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, bw, b, 1.0f, h + s.block_begin(j),
+                  static_cast<int>(s.cols), r.data() + at, bw, 0.0f, p + p_col, static_cast<int>(w));
+    at += s.block_size(j) * s.block_width(j);
+    p_col += s.block_width(j);
+  }
+}
+
+// Args: rows, cols, ratio, reconstruct (0: projection, 1: reconstruction), block columns (0: the full
+// projection).
 void Projection(benchmark::State& state) {
   const auto rows = static_cast<std::size_t>(state.range(0)), cols = static_cast<std::size_t>(state.range(1));
   const auto ratio = static_cast<std::size_t>(state.range(2));
   const bool back = state.range(3) == 1;
-  const ProjectionShape s{cols, cols, (cols + ratio - 1) / ratio};
-  const std::size_t w = s.width;
-  std::vector<float> h(rows * cols, 0.5f), p(rows * w, 0.25f), r, fixed(cols * w, 1.0f);
-  const int m = static_cast<int>(rows), n = static_cast<int>(cols), k = static_cast<int>(w);
-  double separate_s = 0, sgemm_s = 0;
+  const std::size_t b = state.range(4) == 0 ? cols : static_cast<std::size_t>(state.range(4));
+  const ProjectionShape s{cols, b, (b + ratio - 1) / ratio};
+  const std::size_t w = s.projected_cols();
+  std::vector<float> h(rows * cols, 0.5f), p(rows * w, 0.25f), fixed(s.random_count(), 1.0f);
+  paro::compression::RandomMatrix r;
+  double separate_s = 0, blas_s = 0;
   std::uint32_t step = 0;
   for (auto _ : state) {
     const auto t0 = Clock::now();
     paro::compression::generate(Distribution::gaussian, {1, step++, 0}, s, r);
     if (back)
-      paro::compression::reconstruct(s, r.data(), p.data(), w, rows, 1.0f, h.data(), cols);
+      paro::compression::reconstruct(s, r, p.data(), w, rows, 1.0f, h.data(), cols);
     else
-      paro::compression::project(s, r.data(), h.data(), cols, rows, p.data(), w);
+      paro::compression::project(s, r, h.data(), cols, rows, p.data(), w);
     const auto t1 = Clock::now();
-    if (back)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, p.data(), k, fixed.data(), k, 0.0f, h.data(),
-                  n);
-    else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f, h.data(), n, fixed.data(), k, 0.0f,
-                  p.data(), k);
+    blas_reference(s, fixed, back, rows, h.data(), p.data());
     const auto t2 = Clock::now();
     separate_s += seconds(t0, t1);
-    sgemm_s += seconds(t1, t2);
+    blas_s += seconds(t1, t2);
     state.SetIterationTime(seconds(t0, t1));
     benchmark::DoNotOptimize(h.data());
     benchmark::DoNotOptimize(p.data());
   }
-  const double flops = 2.0 * static_cast<double>(rows * cols * w) * static_cast<double>(state.iterations());
+  const double flops = 2.0 * static_cast<double>(rows * s.random_count()) * static_cast<double>(state.iterations());
   state.counters["separate_GFLOPs"] = flops / separate_s / 1e9;
-  state.counters["sgemm_GFLOPs"] = flops / sgemm_s / 1e9;
-  state.counters["vs_sgemm"] = sgemm_s / separate_s;
+  state.counters["sgemm_GFLOPs"] = flops / blas_s / 1e9;
+  state.counters["vs_sgemm"] = blas_s / separate_s;
+  state.counters["loops"] = paro::compression::by_loops(s) ? 1 : 0;
 }
 BENCHMARK(Projection)
-    ->ArgNames({"rows", "cols", "ratio", "reconstruct"})
-    ->Args({16384, 1024, 32, 0})
-    ->Args({16384, 1024, 32, 1})
-    ->Args({4096, 4096, 32, 0})
-    ->Args({4096, 4096, 32, 1})
-    ->Args({1024, 1024, 16, 0})
-    ->Args({1024, 1024, 64, 1})
+    ->ArgNames({"rows", "cols", "ratio", "reconstruct", "block"})
+    ->Args({16384, 1024, 32, 0, 0})
+    ->Args({16384, 1024, 32, 1, 0})
+    ->Args({16384, 1024, 32, 0, 256})
+    ->Args({16384, 1024, 32, 1, 256})
+    ->Args({16384, 1024, 32, 0, 128})
+    ->Args({16384, 1024, 32, 1, 128})
+    ->Args({4096, 4096, 32, 0, 0})
+    ->Args({4096, 4096, 32, 1, 0})
+    ->Args({1024, 256, 16, 0, 0})
+    ->Args({1024, 256, 16, 1, 0})
+    ->Args({1024, 1024, 16, 0, 0})
+    ->Args({1024, 1024, 64, 1, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -332,6 +332,8 @@ class Trainer {
     o.adaptive = s_.adaptive;
     o.block_cols = s_.block_cols;
     o.min_elements = s_.min_elements;
+    const std::string risk = o.divergence_risk();
+    if (!risk.empty() && comm_.rank() == 0) std::fprintf(stderr, "paro-train: warning: %s\n", risk.c_str());
     auto sep = std::make_unique<paro::compression::Separate>(o);
     struct Piece {
       std::size_t id, offset;

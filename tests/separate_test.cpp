@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -89,7 +90,8 @@ TEST(RandomStream, MomentsAndIndependentKeys) {
 void check_statistics(Distribution d, std::size_t block_cols) {
   const std::size_t rows = 3, cols = 24, width = 4, samples = 20000;
   const ProjectionShape s{cols, block_cols, width};
-  std::vector<float> h(rows * cols), p(rows * s.projected_cols()), back(rows * cols), r;
+  std::vector<float> h(rows * cols), p(rows * s.projected_cols()), back(rows * cols);
+  paro::compression::RandomMatrix r;
   for (std::size_t i = 0; i < h.size(); ++i) h[i] = std::sin(0.9f * static_cast<float>(i)) + 0.3f;
   std::vector<double> mean(h.size(), 0.0);
   double sq = 0, predicted = 0;
@@ -102,8 +104,8 @@ void check_statistics(Distribution d, std::size_t block_cols) {
   }
   for (std::uint64_t seed = 1; seed <= samples; ++seed) {
     paro::compression::generate(d, {seed, 0, 0}, s, r);
-    paro::compression::project(s, r.data(), h.data(), cols, rows, p.data(), s.projected_cols());
-    paro::compression::reconstruct(s, r.data(), p.data(), s.projected_cols(), rows, 1.0f, back.data(), cols);
+    paro::compression::project(s, r, h.data(), cols, rows, p.data(), s.projected_cols());
+    paro::compression::reconstruct(s, r, p.data(), s.projected_cols(), rows, 1.0f, back.data(), cols);
     for (std::size_t i = 0; i < h.size(); ++i) {
       mean[i] += back[i];
       sq += std::pow(static_cast<double>(back[i]) - h[i], 2);
@@ -124,6 +126,50 @@ TEST(Projection, UnbiasedWithTheVarianceOfTheFormula) {
   for (Distribution d : {Distribution::gaussian, Distribution::rademacher})
     for (std::size_t block_cols : {24u, 8u, 10u})  // full, three blocks, blocks of 10 + 10 + 4
       check_statistics(d, block_cols);
+}
+
+// Both kernels against the definition in double: narrow shapes (the loops) and wide ones (sgemm), with
+// several blocks, a narrower last block and leading dimensions wider than the rows.
+TEST(Projection, LoopsAndBlasComputeTheDefinition) {
+  using paro::compression::by_loops;
+  const std::vector<ProjectionShape> shapes = {{40, 40, 5}, {24, 10, 3},    {64, 64, 4},
+                                               {30, 7, 1},  {200, 200, 20}, {100, 45, 17}};
+  for (const ProjectionShape& s : shapes) {
+    const std::size_t rows = 5, ldh = s.cols + 3, w = s.projected_cols(), ldp = w + 2;
+    std::vector<float> h(rows * ldh), p(rows * ldp), back(rows * ldh);
+    for (std::size_t i = 0; i < h.size(); ++i) h[i] = std::cos(0.37f * static_cast<float>(i)) - 0.1f;
+    paro::compression::RandomMatrix r;
+    paro::compression::generate(Distribution::gaussian, {9, 1, 2}, s, r);
+    EXPECT_EQ(by_loops(s), s.width <= paro::compression::loop_max_width);
+    EXPECT_EQ(r.by_vector.size(), by_loops(s) ? r.values.size() : 0u);
+    paro::compression::project(s, r, h.data(), ldh, rows, p.data(), ldp);
+    paro::compression::reconstruct(s, r, p.data(), ldp, rows, 0.5f, back.data(), ldh);
+    double worst_p = 0, worst_back = 0;
+    for (std::size_t row = 0; row < rows; ++row) {
+      std::size_t at = 0, p_col = 0;
+      for (std::size_t j = 0; j < s.blocks(); ++j) {
+        const std::size_t b = s.block_size(j), bw = s.block_width(j), c0 = s.block_begin(j);
+        for (std::size_t k = 0; k < bw; ++k) {
+          double expected = 0;
+          for (std::size_t c = 0; c < b; ++c)
+            expected += static_cast<double>(h[row * ldh + c0 + c]) * r.values[at + c * bw + k];
+          worst_p = std::max(worst_p, std::fabs(expected - p[row * ldp + p_col + k]) / (1.0 + std::fabs(expected)));
+        }
+        for (std::size_t c = 0; c < b; ++c) {
+          double expected = 0;
+          for (std::size_t k = 0; k < bw; ++k)
+            expected += static_cast<double>(p[row * ldp + p_col + k]) * r.values[at + c * bw + k];
+          expected *= 0.5 / static_cast<double>(bw);
+          worst_back =
+              std::max(worst_back, std::fabs(expected - back[row * ldh + c0 + c]) / (1.0 + std::fabs(expected)));
+        }
+        at += b * bw;
+        p_col += bw;
+      }
+    }
+    EXPECT_LT(worst_p, 1e-5) << "cols " << s.cols << " block " << s.block_cols << " width " << s.width;
+    EXPECT_LT(worst_back, 1e-5) << "cols " << s.cols << " block " << s.block_cols << " width " << s.width;
+  }
 }
 
 // --- the compressor on every algorithm, scope, rank count and type ----------------------------------------
@@ -499,6 +545,23 @@ TEST(Separate, RejectsBadInputWithTheReason) {
   EXPECT_EQ(paro::compression::parse_error_rule("seed"), paro::compression::ErrorRule::beta_on_residual);
   EXPECT_EQ(paro::compression::parse_error_rule(name_of(paro::compression::ErrorRule::beta_on_residual)),
             paro::compression::ErrorRule::beta_on_residual);
+  // Error feedback's growth factor: the smoothed default contracts at ratio 32; the paper's rule, or a
+  // beta at or below (ratio - 1) / (ratio + 1), does not, and says so.
+  SeparateOptions settings;
+  EXPECT_NEAR(settings.error_growth(), 0.95 * 0.95 + 0.05 * 0.05 * 32, 1e-12);
+  EXPECT_EQ(settings.divergence_risk(), "");
+  settings.error_rule = paro::compression::ErrorRule::beta_on_residual;
+  EXPECT_NE(settings.divergence_risk().find("beta_on_residual rule and beta 0.95 multiplies the error's squared "
+                                            "norm by about 28.88"),
+            std::string::npos);
+  settings.error_rule = paro::compression::ErrorRule::smoothed;
+  settings.ratio = 64;
+  EXPECT_NE(settings.divergence_risk().find("beta > (ratio - 1) / (ratio + 1) = 0.969"), std::string::npos);
+  settings.beta = 0.98;
+  EXPECT_EQ(settings.divergence_risk(), "");
+  settings.error_feedback = false;
+  settings.beta = 0.5;
+  EXPECT_EQ(settings.error_growth(), 0.0);
   auto failures = paro::testing::on_threads(3, [&](auto& comm) {
     std::vector<std::string> f;
     std::vector<float> g(256 * 1024), out(g.size());

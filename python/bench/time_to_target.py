@@ -29,8 +29,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import paro_torch
 import train_lm as lm
 
-WARM_UP = 2  # plain all-reduces before compressing (PowerSGD's minimum with error feedback), for every method
-
 
 def matrices(model: torch.nn.Module, min_elements: int) -> list:
     return [p.shape for p in model.parameters() if p.dim() == 2 and p.numel() >= min_elements]
@@ -46,30 +44,39 @@ def powersgd_rank(model: torch.nn.Module, ratio: int, min_elements: int) -> int:
 def make(method: str, args, group):
     model = DDP(lm.build(args), process_group=group)
     kind, _, arg = method.partition(":")
+    arg, _, block = arg.partition(":b")  # separate:R:bB, the block-diagonal projection with blocks of B columns
     state = None
     if kind == "bf16":
         model.register_comm_hook(group, default_hooks.bf16_compress_hook)
     elif kind == "powersgd":
         state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=int(arg),
-                                            start_powerSGD_iter=WARM_UP, min_compression_rate=2)
+                                            start_powerSGD_iter=max(2, args.warm_up), min_compression_rate=2)
         model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     elif kind in ("separate", "gseparate"):
-        state = paro_torch.SeparateState(model, group, ratio=int(arg), start_iter=WARM_UP,
-                                         min_elements=args.min_elements, adaptive=kind == "gseparate")
+        state = paro_torch.SeparateState(model, group, ratio=int(arg), start_iter=args.warm_up,
+                                         min_elements=args.min_elements, adaptive=kind == "gseparate",
+                                         beta=args.beta, block_cols=int(block or args.block_cols))
         model.register_comm_hook(state, paro_torch.separate_hook)
     elif kind != "fp32":
-        raise SystemExit(f"time_to_target: method {method!r}; allowed: fp32 bf16 powersgd:R separate:R gseparate:R")
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+        raise SystemExit(f"time_to_target: method {method!r}; allowed: fp32 bf16 powersgd:R separate:R[:bB] "
+                         "gseparate:R[:bB]")
+    if args.optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     return model, opt, state
 
 
-def run(method: str, args, groups: dict, text: torch.Tensor) -> dict:
+def run(method: str, args, groups: dict, text: torch.Tensor, target: float | None = None) -> dict:
+    """Trains with `method` for args.steps steps and, given fp32's target, on until the loss's running mean
+    reaches it (at most args.patience times as many steps in all)."""
     rank, n = dist.get_rank(), dist.get_world_size()
     model, opt, state = make(method, args, groups["paro"])
     losses, seconds = [], []
     dist.barrier(group=groups["gloo"])
     paro_torch._C.take_link_bytes(rank)
-    for step in range(args.steps):
+    steps = args.steps if target is None else int(args.steps * args.patience)
+    for step in range(steps):
         start = time.perf_counter()
         for micro in range(args.accumulation):
             x, y = lm.batch(text, args, rank, step, micro)
@@ -89,15 +96,17 @@ def run(method: str, args, groups: dict, text: torch.Tensor) -> dict:
         dist.all_reduce(both, group=groups["gloo"])
         seconds.append(float(slowest))
         losses.append(float(both[1]))
+        if target is not None and step + 1 >= args.steps and smooth(losses[-args.window:], args.window)[-1] <= target:
+            break
     intra, inter = paro_torch._C.take_link_bytes(rank)
     split = state.timings() if isinstance(state, paro_torch.SeparateState) else None
     counts = torch.tensor([intra, inter], dtype=torch.float64)
     dist.all_reduce(counts, group=groups["gloo"])
     record = {"method": method, "losses": losses, "step_s": seconds,
-              "intra_bytes_per_step": float(counts[0]) / n / args.steps,
-              "inter_bytes_per_step": float(counts[1]) / n / args.steps}
+              "intra_bytes_per_step": float(counts[0]) / n / len(losses),
+              "inter_bytes_per_step": float(counts[1]) / n / len(losses)}
     if split is not None:
-        record["separate_s_per_step"] = {k: v / args.steps for k, v in split.items()}
+        record["separate_s_per_step"] = {k: v / len(losses) for k, v in split.items()}
         record["compression_ratio"] = state.compression_ratio()
     return record
 
@@ -106,30 +115,33 @@ def smooth(values: list, window: int) -> list:
     return [sum(values[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1)) for i in range(len(values))]
 
 
-def summarize(records: list, window: int) -> list:
-    """Adds time to target and loss at the fp32 run's wall time to every record; returns the table's lines."""
+def summarize(records: list, window: int, steps: int) -> list:
+    """Adds to every record the time to fp32's final loss, the loss at fp32's wall time and at its step count;
+    returns the table's lines."""
     base = next(r for r in records if r["method"] == "fp32")
     target = smooth(base["losses"], window)[-1]
     budget = sum(base["step_s"])
-    lines = [f"target: fp32's loss at step {len(base['losses'])} (mean of its last {window} steps) = {target:.4f}, "
+    lines = [f"target: fp32's loss at step {steps} (mean of its last {window} steps) = {target:.4f}, "
              f"reached in {budget:.1f} s",
-             "| method | time to target (s) | vs fp32 | loss at fp32's time | final loss | s/step | "
-             "inter MiB/step | intra MiB/step |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             f"| method | time to target (s) | vs fp32 | loss at fp32's time | loss at step {steps} | vs fp32 | "
+             "s/step | inter MiB/step | intra MiB/step |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records:
         curve, clock = smooth(r["losses"], window), []
         total = 0.0
         for s in r["step_s"]:
             total += s
             clock.append(total)
-        reached = next((t for t, v in zip(clock, curve) if v <= target and t > 0), None)
+        reached = next((t for t, v in zip(clock, curve) if v <= target), None)
         within = [v for t, v in zip(clock, curve) if t <= budget]
         r.update(target=target, time_to_target_s=reached, loss_at_fp32_time=within[-1] if within else None,
-                 final_loss=curve[-1], wall_s=total)
-        speed = f"{budget / reached:.2f}x" if reached else "not reached"
-        lines.append(f"| {r['method']} | {reached if reached is None else round(reached, 1)} | {speed} | "
-                     f"{r['loss_at_fp32_time']:.4f} | {curve[-1]:.4f} | {total / len(clock):.3f} | "
-                     f"{r['inter_bytes_per_step'] / 2**20:.2f} | {r['intra_bytes_per_step'] / 2**20:.2f} |")
+                 loss_at_steps=curve[steps - 1], wall_s=total)
+        speed = f"{budget / reached:.2f}x" if reached else f"not in {len(clock)} steps"
+        at_time = f"{within[-1]:.4f}" if within else "-"
+        lines.append(f"| {r['method']} | {'-' if reached is None else round(reached, 1)} | {speed} | {at_time} | "
+                     f"{curve[steps - 1]:.4f} | {100 * (curve[steps - 1] / target - 1):+.1f}% | "
+                     f"{total / len(clock):.3f} | {r['inter_bytes_per_step'] / 2**20:.2f} | "
+                     f"{r['intra_bytes_per_step'] / 2**20:.2f} |")
     return lines
 
 
@@ -142,16 +154,25 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4, help="sequences per rank and micro-step")
     ap.add_argument("--accumulation", type=int, default=1)
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw", help="sgd: momentum 0.9")
+    ap.add_argument("--lr", type=float, help="default: 1e-3 for adamw, 0.1 for sgd")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus", default="/usr/share/games/fortunes")
     ap.add_argument("--ratios", type=int, nargs="+", default=[8, 16, 32], help="separate_hook's ratios")
     ap.add_argument("--gseparate", type=int, default=32, help="G-SEPARATE's ratio (0: none)")
+    ap.add_argument("--warm-up", type=int, default=2,
+                    help="plain all-reduces before compressing (PowerSGD needs at least 2 with error feedback)")
+    ap.add_argument("--beta", type=float, default=0.95, help="separate_hook's error-feedback beta")
+    ap.add_argument("--block-cols", type=int, default=0, help="separate_hook's block size (0: the full projection)")
     ap.add_argument("--min-elements", type=int, default=65536, help="smaller gradients go uncompressed")
-    ap.add_argument("--window", type=int, default=20, help="steps in a loss's running mean")
+    ap.add_argument("--window", type=int, default=50, help="steps in a loss's running mean")
+    ap.add_argument("--patience", type=float, default=1.5,
+                    help="a method that has not reached fp32's loss after --steps runs on, up to this many times them")
     ap.add_argument("--methods", help="comma-separated, instead of the default list (fp32 first)")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.lr is None:
+        args.lr = 0.1 if args.optimizer == "sgd" else 1e-3
 
     dist.init_process_group("paro")
     torch.set_num_threads(1)
@@ -170,16 +191,17 @@ def main() -> None:
     compute = lm.compute_times(args, groups, text)
     records = []
     for method in methods:
-        records.append(run(method, args, groups, text))
+        target = smooth(records[0]["losses"], args.window)[-1] if records else None
+        records.append(run(method, args, groups, text, target))
         if rank == 0:
             r = records[-1]
             print(f"# {method}: {sum(r['step_s']):.1f} s, final loss {r['losses'][-1]:.4f}", flush=True)
     if rank == 0:
         print(f"# {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters, {dist.get_world_size()} ranks, "
-              f"{args.batch} x {args.context} tokens per rank and micro-step, {args.steps} steps, warm-up {WARM_UP} "
+              f"{args.batch} x {args.context} tokens per rank and micro-step, {args.steps} steps, warm-up {args.warm_up} "
               f"plain steps, PowerSGD rank {rank_r} (SEPARATE ratio {middle}'s bytes), "
               f"PARO_EMULATE={os.environ.get('PARO_EMULATE', '')}")
-        for line in summarize(records, args.window):
+        for line in summarize(records, args.window, args.steps):
             print(line)
         forward, backward, per_element = compute
         print(f"compute without communication: forward {forward * 1e3:.1f} ms, backward {backward * 1e3:.1f} ms "

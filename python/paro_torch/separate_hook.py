@@ -26,6 +26,7 @@ bucket boundaries never matter and a checkpoint continues exactly, also with ano
 import hashlib
 import threading
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -79,6 +80,9 @@ class SeparateState:
         self._compressors = _C.SeparateParameters(
             ratio=ratio, error_feedback=error_feedback, beta=beta, error_rule=error_rule, reset_every=reset_every,
             adaptive=adaptive, adapt_every=adapt_every, min_elements=min_elements, block_cols=block_cols)
+        risk = self._compressors.divergence_risk()
+        if risk:
+            warnings.warn(risk, RuntimeWarning, stacklevel=2)
         self._index: dict[str, int] = {}  # parameter name -> its compressor
         self._pending: dict[str, bytes] = {}  # restored states of parameters not seen yet
         self._futures: list = []  # this iteration's compressed buckets: (bucket index, future of its adaptation)

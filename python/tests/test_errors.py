@@ -1,5 +1,6 @@
-"""Errors: bad arguments raise at the call with what is allowed; a paro error on the progress thread
-surfaces from the Work with paro's message; a killed process makes the others raise within the timeout."""
+"""Errors: bad arguments raise at the call with what is allowed; SEPARATE settings known to diverge warn; a
+paro error on the progress thread surfaces from the Work with paro's message; a killed process makes the
+others raise within the timeout."""
 
 from __future__ import annotations
 
@@ -71,6 +72,23 @@ def body_bad_arguments(rank: int, n: int) -> None:
 
 def test_bad_arguments_raise_at_the_call():
     run(2, body_bad_arguments)
+
+
+def test_separate_state_warns_where_error_feedback_diverges():
+    import warnings
+
+    import paro_torch
+
+    net = torch.nn.Linear(512, 512)
+    with pytest.warns(RuntimeWarning, match=r"ratio 64 with the smoothed rule and beta 0.95 .* grows without bound"):
+        paro_torch.SeparateState(net, ratio=64)
+    with pytest.warns(RuntimeWarning, match="beta_on_residual rule"):
+        paro_torch.SeparateState(net, ratio=16, error_rule="beta_on_residual")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        paro_torch.SeparateState(net, ratio=32)
+        paro_torch.SeparateState(net, ratio=64, beta=0.98)
+        paro_torch.SeparateState(net, ratio=64, error_feedback=False)
 
 
 def body_disagreement(rank: int, n: int) -> None:

@@ -241,9 +241,9 @@ class Separate {
         separate_detail::for_row_blocks(t, j * shard_rows, shard_rows, [&](std::size_t r0, std::size_t nr) {
           const float* h = work_.rows_of_h(t, grads[i].grad, r0, nr);
           float* pr = p + (r0 - j * shard_rows) * w;
-          compression::project(t.shape, work_.randoms[i].data(), h, t.cols, nr, pr, w);
+          compression::project(t.shape, work_.randoms[i], h, t.cols, nr, pr, w);
           if (t.error.empty()) return;
-          compression::reconstruct(t.shape, work_.randoms[i].data(), pr, w, nr, 1.0f, work_.estimate.data(), t.cols);
+          compression::reconstruct(t.shape, work_.randoms[i], pr, w, nr, 1.0f, work_.estimate.data(), t.cols);
           float* e = t.error.data() + r0 * t.cols;
           for (std::size_t k = 0; k < nr * t.cols; ++k)
             e[k] = reset ? 0.0f : separate_detail::next_error(o_.error_rule, e[k], h[k], work_.estimate[k], t.beta);
@@ -263,8 +263,7 @@ class Separate {
         const T* g = static_cast<const T*>(grads[i].grad) + me * shard_rows * t.cols;
         separate_detail::for_row_blocks(t, 0, shard_rows, [&](std::size_t r0, std::size_t nr) {
           const std::size_t first = r0 * t.cols;  // the errors were updated before the communication
-          work_.emit_rows(o_, t, work_.randoms[i].data(), p + r0 * w, nr, n, g + first, out + first, nullptr,
-                          cosines[i]);
+          work_.emit_rows(o_, t, work_.randoms[i], p + r0 * w, nr, n, g + first, out + first, nullptr, cosines[i]);
         });
       });
     }

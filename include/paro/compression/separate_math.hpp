@@ -116,7 +116,7 @@ void for_row_blocks(const SeparateTensor& t, std::size_t first, std::size_t coun
 
 // One call's R per gradient of the call (empty for a plain tensor) and the scratch rows of a row block.
 struct Workspace {
-  std::vector<std::vector<float>> randoms;
+  std::vector<RandomMatrix> randoms;
   std::vector<float> scratch, estimate;
 
   // This call's R per compressed tensor, and scratch rows for the largest block.
@@ -138,8 +138,8 @@ struct Workspace {
   // rows of the error buffer, the all-reduce form) the error takes in h - h~, h = g + e; where this step
   // adapts, the cosine's sums take in (h~, g).
   template <class T>
-  void emit_rows(const SeparateOptions& o, const SeparateTensor& t, const float* r, const float* p, std::size_t nrows,
-                 int n, const T* g, T* out, float* e, Cosine& cosine) {
+  void emit_rows(const SeparateOptions& o, const SeparateTensor& t, const RandomMatrix& r, const float* p,
+                 std::size_t nrows, int n, const T* g, T* out, float* e, Cosine& cosine) {
     compression::reconstruct(t.shape, r, p, t.shape.projected_cols(), nrows, 1.0f / static_cast<float>(n),
                              estimate.data(), t.cols);
     const bool reset = resets(o, t), measure = adapts(o, t);

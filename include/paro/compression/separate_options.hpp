@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <string_view>
 
 #include "paro/communicator/options.hpp"
@@ -71,6 +72,29 @@ struct SeparateOptions {
 
   int lowest_ratio() const { return min_ratio > 0 ? min_ratio : std::max(2, ratio / 4); }
   int highest_ratio() const { return max_ratio > 0 ? max_ratio : ratio * 4; }
+
+  // How much the error buffer's expected squared norm is multiplied by per step, at the initial ratio and
+  // beta: h - h~ carries about ratio ||h||^2 of zero-mean noise and h = g + e, so the smoothed rule gives
+  // beta^2 + (1 - beta)^2 ratio, beta_on_residual (1 - beta)^2 + beta^2 ratio. At 1 or more the error, and
+  // with it the noise of every later estimate, grows without bound (docs/compression.md). 0 without error
+  // feedback.
+  double error_growth() const {
+    if (!error_feedback) return 0.0;
+    const double kept = error_rule == ErrorRule::smoothed ? beta : 1.0 - beta;
+    return kept * kept + (1.0 - kept) * (1.0 - kept) * ratio;
+  }
+
+  // Why these settings are known to diverge, with the way out; empty where they are not.
+  std::string divergence_risk() const {
+    const double growth = error_growth();
+    if (growth < 1.0) return {};
+    const double bound = static_cast<double>(ratio - 1) / (ratio + 1);
+    return detail::concat("SEPARATE error feedback at ratio ", ratio, " with the ", name_of(error_rule),
+                          " rule and beta ", beta, " multiplies the error's squared norm by about ", growth,
+                          " per step, so it grows without bound and training diverges; use the smoothed rule "
+                          "with beta > (ratio - 1) / (ratio + 1) = ",
+                          bound, ", or no error feedback");
+  }
 
   void validate() const {
     detail::require(ratio >= 2, "SEPARATE ratio ", ratio, ": must be >= 2 (columns per projection vector)");

@@ -69,7 +69,7 @@ inline void project_unit(const std::vector<SeparateTensor>& tensors, Workspace& 
     visit_grad(t, [&](auto g0) { to_f32(static_cast<const decltype(g0)*>(g.grad), t.rows * t.cols, p); });
     return;
   }
-  compression::project(t.shape, work.randoms[u.grad].data(), work.rows_of_h(t, g.grad, u.r0, u.rows), t.cols, u.rows, p,
+  compression::project(t.shape, work.randoms[u.grad], work.rows_of_h(t, g.grad, u.r0, u.rows), t.cols, u.rows, p,
                        t.shape.projected_cols());
 }
 
@@ -85,7 +85,7 @@ inline void finish_unit(const SeparateOptions& o, std::vector<SeparateTensor>& t
     T* out = static_cast<T*>(gr.out);
     if (!t.compressed) return average(p, t.rows * t.cols, n, out);
     const std::size_t first = u.r0 * t.cols;
-    work.emit_rows(o, t, work.randoms[u.grad].data(), p, u.rows, n, static_cast<const T*>(gr.grad) + first, out + first,
+    work.emit_rows(o, t, work.randoms[u.grad], p, u.rows, n, static_cast<const T*>(gr.grad) + first, out + first,
                    t.error.empty() ? nullptr : t.error.data() + first, cosine);
   });
 }

@@ -101,8 +101,9 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
             for (std::size_t i = 0; i < count; ++i) expected[i] += h[m][i] / n;
         } else {
           const auto& s = info.shape;
-          std::vector<float> r;
-          compression::generate(o.distribution, {o.seed, step, static_cast<std::uint32_t>(t)}, s, r);
+          compression::RandomMatrix random;
+          compression::generate(o.distribution, {o.seed, step, static_cast<std::uint32_t>(t)}, s, random);
+          const std::vector<float>& r = random.values;
           std::size_t r_at = 0;
           for (std::size_t j = 0; j < s.blocks(); ++j) {
             const std::size_t b = s.block_size(j), w = s.block_width(j), c0 = s.block_begin(j);

@@ -48,6 +48,9 @@ class SeparateParameters {
     compressors_.push_back(std::move(separate));
   }
 
+  // Why the options are known to diverge, or "" (SeparateOptions::divergence_risk).
+  std::string divergence_risk() const { return options_.divergence_risk(); }
+
   std::size_t size() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return compressors_.size();
@@ -197,6 +200,7 @@ inline void bind_separate(py::module_& m) {
            py::arg("adaptive"), py::arg("adapt_every"), py::arg("min_elements"), py::arg("block_cols"))
       .def("add", &SeparateParameters::add, py::arg("index"), py::arg("shape"), py::arg("dtype"), py::arg("seed"))
       .def("__len__", &SeparateParameters::size)
+      .def("divergence_risk", &SeparateParameters::divergence_risk)
       .def("wire_floats", &SeparateParameters::wire_floats, py::arg("indices"), py::arg("grads"))
       .def("project", &SeparateParameters::project, py::arg("indices"), py::arg("grads"), py::arg("wire"),
            py::call_guard<py::gil_scoped_release>())
