@@ -56,7 +56,7 @@ def worker(rank: int, n: int, init: str, args, out_path: str) -> None:
         state = None
         if ratio:
             state = paro_torch.SeparateState(net, ratio=ratio, min_elements=4096, reset_every=args.reset_every,
-                                             adaptive=args.adaptive)
+                                             adaptive=args.adaptive, beta=args.beta, start_iter=args.warm_up)
             net.register_comm_hook(state, paro_torch.separate_hook)
         # Adam by default, as paro-train: SEPARATE's estimate is unbiased but noisy at high ratios, and SGD
         # with momentum at the uncompressed run's learning rate can diverge there (docs/pytorch.md).
@@ -71,6 +71,8 @@ def worker(rank: int, n: int, init: str, args, out_path: str) -> None:
             loss = torch.nn.functional.cross_entropy(net(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
+            if args.clip > 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), args.clip)
             opt.step()
             mean = loss.detach().clone()
             dist.all_reduce(mean)
@@ -100,6 +102,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, help="learning rate (default: adam 1e-3, sgd 0.05)")
     parser.add_argument("--ratios", type=int, nargs="+", default=[16, 32])
     parser.add_argument("--reset-every", type=int, default=0)
+    parser.add_argument("--beta", type=float, default=0.95, help="the error feedback's beta")
+    parser.add_argument("--warm-up", type=int, default=0, help="plain all-reduces before compressing")
+    parser.add_argument("--clip", type=float, default=0, help="global gradient-norm clipping (0: none)")
     parser.add_argument("--adaptive", action="store_true", help="G-SEPARATE")
     parser.add_argument("--backend", default="paro", help="DDP's process group: paro or gloo")
     parser.add_argument("--json", help="write the loss curves and results here")

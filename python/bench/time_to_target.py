@@ -8,9 +8,12 @@ emulated links, from the same weights on the same batches.
 
 For every run: the loss curve against wall-clock time (the slowest rank's step times added up), the time
 to reach the fp32 run's final loss (the mean of its last --window steps; a run's loss is the same running
-mean), the loss reached in the fp32 run's wall time, bytes per step between and inside nodes (the links'
-trace), and for SEPARATE where a step's time goes: its hook's projection, all-reduce (issue to
-completion) and reconstruction, beside the compute measured without communication.
+mean; a run that has not reached it after --steps goes on, up to --patience times as many), the loss
+reached in the fp32 run's wall time and after its number of steps, bytes per step between and inside
+nodes (the links' trace), and for SEPARATE where a step's time goes: its hook's projection (with the error
+feedback that forms h), all-reduce (issue to completion) and reconstruction (with the error update),
+beside the compute measured without communication. Methods: fp32, bf16, powersgd:R, separate:R[:bB],
+gseparate:R[:bB] (B: the block-diagonal projection's block).
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ def make(method: str, args, group):
     elif kind in ("separate", "gseparate"):
         state = paro_torch.SeparateState(model, group, ratio=int(arg), start_iter=args.warm_up,
                                          min_elements=args.min_elements, adaptive=kind == "gseparate",
-                                         beta=args.beta, block_cols=int(block or args.block_cols))
+                                         beta=args.beta, block_cols=int(block or args.block_cols),
+                                         **({"seed": args.projection_seed} if args.projection_seed is not None else {}))
         model.register_comm_hook(state, paro_torch.separate_hook)
     elif kind != "fp32":
         raise SystemExit(f"time_to_target: method {method!r}; allowed: fp32 bf16 powersgd:R separate:R[:bB] "
@@ -86,7 +90,8 @@ def run(method: str, args, groups: dict, text: torch.Tensor, target: float | Non
                     loss.backward()
             else:
                 loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
         opt.zero_grad()
         took = time.perf_counter() - start
@@ -156,6 +161,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw", help="sgd: momentum 0.9")
     ap.add_argument("--lr", type=float, help="default: 1e-3 for adamw, 0.1 for sgd")
+    ap.add_argument("--clip", type=float, default=1.0, help="global gradient-norm clipping (0: none)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus", default="/usr/share/games/fortunes")
     ap.add_argument("--ratios", type=int, nargs="+", default=[8, 16, 32], help="separate_hook's ratios")
@@ -164,6 +170,7 @@ def main() -> None:
                     help="plain all-reduces before compressing (PowerSGD needs at least 2 with error feedback)")
     ap.add_argument("--beta", type=float, default=0.95, help="separate_hook's error-feedback beta")
     ap.add_argument("--block-cols", type=int, default=0, help="separate_hook's block size (0: the full projection)")
+    ap.add_argument("--projection-seed", type=int, help="separate_hook's shared seed (default: the hook's own)")
     ap.add_argument("--min-elements", type=int, default=65536, help="smaller gradients go uncompressed")
     ap.add_argument("--window", type=int, default=50, help="steps in a loss's running mean")
     ap.add_argument("--patience", type=float, default=1.5,
@@ -184,7 +191,7 @@ def main() -> None:
     middle = sorted(args.ratios)[len(args.ratios) // 2]
     rank_r = powersgd_rank(model, middle, args.min_elements)
     methods = args.methods.split(",") if args.methods else (
-        ["fp32", "bf16", f"powersgd:{rank_r}"] + [f"separate:{r}" for r in args.ratios] +
+        ["fp32", "bf16", f"powersgd:{rank_r}"] + [f"separate:{r}" for r in args.ratios] + [f"separate:{middle}:b64"] +
         ([f"gseparate:{args.gseparate}"] if args.gseparate else []))
     if methods[0] != "fp32":
         raise SystemExit("time_to_target: the first method must be fp32 (the target)")
