@@ -109,6 +109,7 @@ def plot_ttt(runs: list, out: str) -> None:
         target = data["records"][0].get("target")
         if target is not None:
             ax.axhline(target, color="gray", linestyle=":", linewidth=1, label="fp32's final loss")
+            ax.set_ylim(target - 0.05, target + 0.6)  # the approach to the target, not the first steps
         ax.set_xlabel("wall time (s, slowest rank)")
         ax.set_ylabel(f"training loss (mean of {window} steps)")
         ax.set_title(f"{data['ranks']} ranks, PARO_EMULATE={data['emulate']}", fontsize=9)

@@ -45,8 +45,11 @@ def powersgd_rank(model: torch.nn.Module, ratio: int, min_elements: int) -> int:
 
 
 def make(method: str, args, group):
-    model = DDP(lm.build(args), process_group=group)
     kind, _, arg = method.partition(":")
+    # PowerSGD issues its second all-reduce from a future callback. With several buckets those callbacks run
+    # on a thread pool in whatever order they finish, so the ranks issue them in different orders and the
+    # collectives mismatch (on any CPU backend); in one bucket there is one chain of callbacks.
+    model = DDP(lm.build(args), process_group=group, **({"bucket_cap_mb": 1024} if kind == "powersgd" else {}))
     arg, _, block = arg.partition(":b")  # separate:R:bB, the block-diagonal projection with blocks of B columns
     state = None
     if kind == "bf16":
@@ -120,14 +123,27 @@ def smooth(values: list, window: int) -> list:
     return [sum(values[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1)) for i in range(len(values))]
 
 
+def first_time_at(record: dict, target: float, window: int) -> float | None:
+    """Wall time at which the record's running-mean loss first reaches target (None: never)."""
+    clock = 0.0
+    for seconds, loss in zip(record["step_s"], smooth(record["losses"], window)):
+        clock += seconds
+        if loss <= target:
+            return clock
+    return None
+
+
 def summarize(records: list, window: int, steps: int) -> list:
     """Adds to every record the time to fp32's final loss, the loss at fp32's wall time and at its step count;
     returns the table's lines."""
     base = next(r for r in records if r["method"] == "fp32")
     target = smooth(base["losses"], window)[-1]
     budget = sum(base["step_s"])
+    # fp32's own time to target: where its running mean first reaches its final value, which a noisy
+    # plateau can put before its last step. Every method is timed the same way.
+    base_reached = first_time_at(base, target, window)
     lines = [f"target: fp32's loss at step {steps} (mean of its last {window} steps) = {target:.4f}, "
-             f"reached in {budget:.1f} s",
+             f"first reached after {base_reached:.1f} s of its {budget:.1f} s",
              f"| method | time to target (s) | vs fp32 | loss at fp32's time | loss at step {steps} | vs fp32 | "
              "s/step | inter MiB/step | intra MiB/step |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -137,16 +153,37 @@ def summarize(records: list, window: int, steps: int) -> list:
         for s in r["step_s"]:
             total += s
             clock.append(total)
-        reached = next((t for t, v in zip(clock, curve) if v <= target), None)
+        reached = first_time_at(r, target, window)
         within = [v for t, v in zip(clock, curve) if t <= budget]
         r.update(target=target, time_to_target_s=reached, loss_at_fp32_time=within[-1] if within else None,
                  loss_at_steps=curve[steps - 1], wall_s=total)
-        speed = f"{budget / reached:.2f}x" if reached else f"not in {len(clock)} steps"
+        speed = f"{base_reached / reached:.2f}x" if reached else f"not in {len(clock)} steps"
         at_time = f"{within[-1]:.4f}" if within else "-"
         lines.append(f"| {r['method']} | {'-' if reached is None else round(reached, 1)} | {speed} | {at_time} | "
                      f"{curve[steps - 1]:.4f} | {100 * (curve[steps - 1] / target - 1):+.1f}% | "
                      f"{total / len(clock):.3f} | {r['inter_bytes_per_step'] / 2**20:.2f} | "
                      f"{r['intra_bytes_per_step'] / 2**20:.2f} |")
+    return lines
+
+
+def report(data: dict) -> list:
+    """The printed report of a run (also from its saved JSON: --summarize)."""
+    args = argparse.Namespace(**data["args"])
+    middle = sorted(args.ratios)[len(args.ratios) // 2]
+    lines = [f"# {data['parameters'] / 1e6:.2f} M parameters, {data['ranks']} ranks, {args.batch} x {args.context} "
+             f"tokens per rank and micro-step, {args.steps} steps, warm-up {args.warm_up} plain steps, PowerSGD rank "
+             f"{data['powersgd_rank']} (SEPARATE ratio {middle}'s bytes), PARO_EMULATE={data['emulate']}"]
+    lines += summarize(data["records"], args.window, args.steps)
+    c = data["compute"]
+    lines.append(f"compute without communication: forward {c['forward_s'] * 1e3:.1f} ms, backward "
+                 f"{c['backward_s'] * 1e3:.1f} ms per micro-step, AdamW "
+                 f"{c['optimizer_s_per_element'] * data['parameters'] * 1e3:.1f} ms per step")
+    for r in data["records"]:
+        if "separate_s_per_step" in r:
+            t = r["separate_s_per_step"]
+            lines.append(f"{r['method']}: per step projection {t['project'] * 1e3:.1f} ms, all-reduce "
+                         f"{t['all_reduce'] * 1e3:.1f} ms (issue to completion), reconstruction "
+                         f"{t['reconstruct'] * 1e3:.1f} ms; {r['compression_ratio']:.1f}x fewer bytes")
     return lines
 
 
@@ -177,7 +214,13 @@ def main() -> None:
                     help="a method that has not reached fp32's loss after --steps runs on, up to this many times them")
     ap.add_argument("--methods", help="comma-separated, instead of the default list (fp32 first)")
     ap.add_argument("--json")
+    ap.add_argument("--summarize", metavar="JSON", help="print the report of a saved run and exit")
     args = ap.parse_args()
+    if args.summarize:
+        with open(args.summarize) as f:
+            for line in report(json.load(f)):
+                print(line)
+        return
     if args.lr is None:
         args.lr = 0.1 if args.optimizer == "sgd" else 1e-3
 
@@ -204,28 +247,15 @@ def main() -> None:
             r = records[-1]
             print(f"# {method}: {sum(r['step_s']):.1f} s, final loss {r['losses'][-1]:.4f}", flush=True)
     if rank == 0:
-        print(f"# {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters, {dist.get_world_size()} ranks, "
-              f"{args.batch} x {args.context} tokens per rank and micro-step, {args.steps} steps, warm-up {args.warm_up} "
-              f"plain steps, PowerSGD rank {rank_r} (SEPARATE ratio {middle}'s bytes), "
-              f"PARO_EMULATE={os.environ.get('PARO_EMULATE', '')}")
-        for line in summarize(records, args.window, args.steps):
+        data = {"args": vars(args), "emulate": os.environ.get("PARO_EMULATE", ""), "ranks": dist.get_world_size(),
+                "parameters": model_size, "powersgd_rank": rank_r,
+                "compute": dict(zip(("forward_s", "backward_s", "optimizer_s_per_element"), compute)),
+                "records": records}
+        for line in report(data):
             print(line)
-        forward, backward, per_element = compute
-        print(f"compute without communication: forward {forward * 1e3:.1f} ms, backward {backward * 1e3:.1f} ms "
-              f"per micro-step, AdamW {per_element * model_size * 1e3:.1f} ms per step")
-        for r in records:
-            if "separate_s_per_step" in r:
-                t = r["separate_s_per_step"]
-                print(f"{r['method']}: per step projection {t['project'] * 1e3:.1f} ms, all-reduce "
-                      f"{t['all_reduce'] * 1e3:.1f} ms (issue to completion), reconstruction "
-                      f"{t['reconstruct'] * 1e3:.1f} ms; {r['compression_ratio']:.1f}x fewer bytes")
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"args": vars(args), "emulate": os.environ.get("PARO_EMULATE", ""),
-                           "ranks": dist.get_world_size(), "compute": dict(zip(("forward_s", "backward_s",
-                                                                                 "optimizer_s_per_element"), compute)),
-                           "records": records}, f,
-                          indent=1)
+                json.dump(data, f, indent=1)
     dist.destroy_process_group()
 
 
