@@ -189,18 +189,11 @@ def report(data: dict) -> list:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--width", type=int, default=256)
-    ap.add_argument("--layers", type=int, default=6)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--context", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=4, help="sequences per rank and micro-step")
-    ap.add_argument("--accumulation", type=int, default=1)
+    lm.add_model_arguments(ap, batch=4, accumulation=1)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw", help="sgd: momentum 0.9")
     ap.add_argument("--lr", type=float, help="default: 1e-3 for adamw, 0.1 for sgd")
     ap.add_argument("--clip", type=float, default=1.0, help="global gradient-norm clipping (0: none)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--corpus", default="/usr/share/games/fortunes")
     ap.add_argument("--ratios", type=int, nargs="+", default=[8, 16, 32], help="separate_hook's ratios")
     ap.add_argument("--gseparate", type=int, default=32, help="G-SEPARATE's ratio (0: none)")
     ap.add_argument("--warm-up", type=int, default=2,

@@ -298,19 +298,24 @@ def summarize(records: list, machine) -> dict:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_model_arguments(ap: argparse.ArgumentParser, batch: int, accumulation: int) -> None:
+    """The model, its data and their defaults, shared by the harnesses that train this model."""
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--context", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=2, help="sequences per rank and micro-step")
-    ap.add_argument("--accumulation", type=int, default=2, help="micro-steps per step")
+    ap.add_argument("--batch", type=int, default=batch, help="sequences per rank and micro-step")
+    ap.add_argument("--accumulation", type=int, default=accumulation, help="micro-steps per step")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--corpus", default="/usr/share/games/fortunes")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_arguments(ap, batch=2, accumulation=2)
     ap.add_argument("--steps", type=int, default=4, help="measured steps per way")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--corpus", default="/usr/share/games/fortunes")
     ap.add_argument("--ways", default="all", help="comma-separated: ddp, fsdp, hsdp, dp:NIG, ..., dp:all; "
                     "default: all of them")
     ap.add_argument("--gloo", action="store_true", help="also DDP on gloo (unpaced; a reference, no ratio)")
