@@ -9,7 +9,6 @@
 // BLAS alone); `loops` = 1 where the shape goes through the loops instead of BLAS.
 
 #include <benchmark/benchmark.h>
-#include <cblas.h>
 
 #include <chrono>
 #include <vector>
@@ -36,26 +35,6 @@ BENCHMARK_CAPTURE(Generate, rademacher, Distribution::rademacher);
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// The same arithmetic through BLAS, one sgemm per block, on a prepared R: what project() and reconstruct()
-// did for every shape before narrow blocks went through loops.
-void blas_reference(const ProjectionShape& s, const std::vector<float>& r, bool back, std::size_t rows, float* h,
-                    float* p) {
-  const std::size_t w = s.projected_cols();
-  std::size_t at = 0, p_col = 0;
-  for (std::size_t j = 0; j < s.blocks(); ++j) {
-    const int m = static_cast<int>(rows), b = static_cast<int>(s.block_size(j)),
-              bw = static_cast<int>(s.block_width(j));
-    if (back)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, b, bw, 1.0f, p + p_col, static_cast<int>(w),
-                  r.data() + at, bw, 0.0f, h + s.block_begin(j), static_cast<int>(s.cols));
-    else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, bw, b, 1.0f, h + s.block_begin(j),
-                  static_cast<int>(s.cols), r.data() + at, bw, 0.0f, p + p_col, static_cast<int>(w));
-    at += s.block_size(j) * s.block_width(j);
-    p_col += s.block_width(j);
-  }
-}
-
 // Args: rows, cols, ratio, reconstruct (0: projection, 1: reconstruction), block columns (0: the full
 // projection).
 void Projection(benchmark::State& state) {
@@ -77,7 +56,12 @@ void Projection(benchmark::State& state) {
     else
       paro::compression::project(s, r, h.data(), cols, rows, p.data(), w);
     const auto t1 = Clock::now();
-    blas_reference(s, fixed, back, rows, h.data(), p.data());
+    // The same arithmetic through BLAS, what project() and reconstruct() do for wide blocks.
+    if (back)
+      paro::compression::projection_detail::reconstruct_by_blas(s, fixed.data(), p.data(), w, rows, 1.0f, h.data(),
+                                                                cols);
+    else
+      paro::compression::projection_detail::project_by_blas(s, fixed.data(), h.data(), cols, rows, p.data(), w);
     const auto t2 = Clock::now();
     separate_s += seconds(t0, t1);
     blas_s += seconds(t1, t2);

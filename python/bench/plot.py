@@ -15,6 +15,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from loss_curves import running_mean, wall_clock  # noqa: E402
+
 
 def plot_bench(data: dict, out: str) -> None:
     records, n = data["records"], data["procs"]
@@ -98,14 +100,8 @@ def plot_ttt(runs: list, out: str) -> None:
     for ax, data in zip(axes[0], runs):
         window = data["args"]["window"]
         for r in data["records"]:
-            clock, total = [], 0.0
-            for s in r["step_s"]:
-                total += s
-                clock.append(total)
-            losses = r["losses"]
-            smooth = [sum(losses[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1))
-                      for i in range(len(losses))]
-            ax.plot(clock, smooth, label=r["method"], linewidth=2.2 if r["method"] == "fp32" else 1.2)
+            ax.plot(wall_clock(r["step_s"]), running_mean(r["losses"], window), label=r["method"],
+                    linewidth=2.2 if r["method"] == "fp32" else 1.2)
         target = data["records"][0].get("target")
         if target is not None:
             ax.axhline(target, color="gray", linestyle=":", linewidth=1, label="fp32's final loss")

@@ -31,6 +31,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import paro_torch
 import train_lm as lm
+from loss_curves import running_mean, wall_clock
 
 
 def matrices(model: torch.nn.Module, min_elements: int) -> list:
@@ -104,7 +105,8 @@ def run(method: str, args, groups: dict, text: torch.Tensor, target: float | Non
         dist.all_reduce(both, group=groups["gloo"])
         seconds.append(float(slowest))
         losses.append(float(both[1]))
-        if target is not None and step + 1 >= args.steps and smooth(losses[-args.window:], args.window)[-1] <= target:
+        recent = losses[-args.window:]
+        if target is not None and step + 1 >= args.steps and sum(recent) / len(recent) <= target:
             break
     intra, inter = paro_torch._C.take_link_bytes(rank)
     split = state.timings() if isinstance(state, paro_torch.SeparateState) else None
@@ -119,41 +121,29 @@ def run(method: str, args, groups: dict, text: torch.Tensor, target: float | Non
     return record
 
 
-def smooth(values: list, window: int) -> list:
-    return [sum(values[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1)) for i in range(len(values))]
-
-
-def first_time_at(record: dict, target: float, window: int) -> float | None:
-    """Wall time at which the record's running-mean loss first reaches target (None: never)."""
-    clock = 0.0
-    for seconds, loss in zip(record["step_s"], smooth(record["losses"], window)):
-        clock += seconds
-        if loss <= target:
-            return clock
-    return None
+def first_time_at(clock: list, curve: list, target: float) -> float | None:
+    """The wall time at which a running-mean loss curve first reaches target (None: never)."""
+    return next((t for t, v in zip(clock, curve) if v <= target), None)
 
 
 def summarize(records: list, window: int, steps: int) -> list:
     """Adds to every record the time to fp32's final loss, the loss at fp32's wall time and at its step count;
     returns the table's lines."""
     base = next(r for r in records if r["method"] == "fp32")
-    target = smooth(base["losses"], window)[-1]
-    budget = sum(base["step_s"])
+    base_curve, base_clock = running_mean(base["losses"], window), wall_clock(base["step_s"])
+    target, budget = base_curve[-1], base_clock[-1]
     # fp32's own time to target: where its running mean first reaches its final value, which a noisy
     # plateau can put before its last step. Every method is timed the same way.
-    base_reached = first_time_at(base, target, window)
+    base_reached = first_time_at(base_clock, base_curve, target)
     lines = [f"target: fp32's loss at step {steps} (mean of its last {window} steps) = {target:.4f}, "
              f"first reached after {base_reached:.1f} s of its {budget:.1f} s",
              f"| method | time to target (s) | vs fp32 | loss at fp32's time | loss at step {steps} | vs fp32 | "
              "s/step | inter MiB/step | intra MiB/step |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records:
-        curve, clock = smooth(r["losses"], window), []
-        total = 0.0
-        for s in r["step_s"]:
-            total += s
-            clock.append(total)
-        reached = first_time_at(r, target, window)
+        curve, clock = running_mean(r["losses"], window), wall_clock(r["step_s"])
+        total = clock[-1]
+        reached = first_time_at(clock, curve, target)
         within = [v for t, v in zip(clock, curve) if t <= budget]
         r.update(target=target, time_to_target_s=reached, loss_at_fp32_time=within[-1] if within else None,
                  loss_at_steps=curve[steps - 1], wall_s=total)
@@ -234,7 +224,7 @@ def main() -> None:
     compute = lm.compute_times(args, groups, text)
     records = []
     for method in methods:
-        target = smooth(records[0]["losses"], args.window)[-1] if records else None
+        target = running_mean(records[0]["losses"], args.window)[-1] if records else None
         records.append(run(method, args, groups, text, target))
         if rank == 0:
             r = records[-1]

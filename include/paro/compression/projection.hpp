@@ -132,14 +132,9 @@ inline void reconstruct_by_loops(const ProjectionShape& s, const float* r, const
   }
 }
 
-}  // namespace projection_detail
-
-// P (nrows x projected_cols, leading dimension ldp) from nrows rows of H (leading dimension ldh).
-inline void project(const ProjectionShape& s, const RandomMatrix& rm, const float* h, std::size_t ldh,
-                    std::size_t nrows, float* p, std::size_t ldp) {
-  if (nrows == 0) return;
-  if (by_loops(s)) return projection_detail::project_by_loops(s, rm.by_vector.data(), h, ldh, nrows, p, ldp);
-  const float* r = rm.values.data();
+// The same arithmetic through BLAS, one sgemm per block, on R in the stream's order (RandomMatrix::values).
+inline void project_by_blas(const ProjectionShape& s, const float* r, const float* h, std::size_t ldh,
+                            std::size_t nrows, float* p, std::size_t ldp) {
   std::size_t p_col = 0;
   for (std::size_t j = 0; j < s.blocks(); ++j) {
     const std::size_t b = s.block_size(j), w = s.block_width(j);
@@ -151,12 +146,8 @@ inline void project(const ProjectionShape& s, const RandomMatrix& rm, const floa
   }
 }
 
-// nrows rows of H~ (leading dimension ldh) from P.
-inline void reconstruct(const ProjectionShape& s, const RandomMatrix& rm, const float* p, std::size_t ldp,
-                        std::size_t nrows, float scale, float* h, std::size_t ldh) {
-  if (nrows == 0) return;
-  if (by_loops(s)) return projection_detail::reconstruct_by_loops(s, rm.by_vector.data(), p, ldp, nrows, scale, h, ldh);
-  const float* r = rm.values.data();
+inline void reconstruct_by_blas(const ProjectionShape& s, const float* r, const float* p, std::size_t ldp,
+                                std::size_t nrows, float scale, float* h, std::size_t ldh) {
   std::size_t p_col = 0;
   for (std::size_t j = 0; j < s.blocks(); ++j) {
     const std::size_t b = s.block_size(j), w = s.block_width(j);
@@ -166,6 +157,24 @@ inline void reconstruct(const ProjectionShape& s, const RandomMatrix& rm, const 
     r += b * w;
     p_col += w;
   }
+}
+
+}  // namespace projection_detail
+
+// P (nrows x projected_cols, leading dimension ldp) from nrows rows of H (leading dimension ldh).
+inline void project(const ProjectionShape& s, const RandomMatrix& rm, const float* h, std::size_t ldh,
+                    std::size_t nrows, float* p, std::size_t ldp) {
+  if (nrows == 0) return;
+  if (by_loops(s)) return projection_detail::project_by_loops(s, rm.by_vector.data(), h, ldh, nrows, p, ldp);
+  projection_detail::project_by_blas(s, rm.values.data(), h, ldh, nrows, p, ldp);
+}
+
+// nrows rows of H~ (leading dimension ldh) from P.
+inline void reconstruct(const ProjectionShape& s, const RandomMatrix& rm, const float* p, std::size_t ldp,
+                        std::size_t nrows, float scale, float* h, std::size_t ldh) {
+  if (nrows == 0) return;
+  if (by_loops(s)) return projection_detail::reconstruct_by_loops(s, rm.by_vector.data(), p, ldp, nrows, scale, h, ldh);
+  projection_detail::reconstruct_by_blas(s, rm.values.data(), p, ldp, nrows, scale, h, ldh);
 }
 
 }  // namespace paro::compression
