@@ -7,7 +7,8 @@
 // b columns) with every cost included: generation, projection, all-reduce, reconstruction, error update.
 // rel_error = ||h~ - mean h|| / ||mean h|| of a fresh compressor's first call (its expectation is
 // sqrt(sum over blocks of (b + 1) / w ||h_b||^2) / ||h||, about sqrt(ratio)); speedup = the best plain
-// algorithm's time over this one's.
+// algorithm's time over this one's. On a transport that moves device memory (paro-bench-cuda's nccl and
+// --device cuda) the gradient lives on the GPU and the compressor is the GPU's (paro/compression/gpu/separate.cuh).
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +18,14 @@
 #include <string>
 #include <vector>
 
+#include <type_traits>
+
+#ifdef PARO_HAVE_COMPRESSION
 #include "paro/compression/separate.hpp"
+#endif
+#ifdef PARO_HAVE_CUDA_COMPRESSION
+#include "paro/compression/gpu/separate.cuh"
+#endif
 #include "paro/core/clock.hpp"
 #include "paro/core/env.hpp"
 #include "paro/testing/separate_check.hpp"
@@ -36,8 +44,29 @@ struct CompressedRun {
   int rounds = 3;  // of every variant back to back; the median round is reported
 };
 
+// The compressor for a transport's memory: the GPU's where it moves device memory, else the host's; void
+// where this build has none.
+template <class Transport, class = void>
+struct CompressorFor {
+#ifdef PARO_HAVE_COMPRESSION
+  using type = compression::Separate;
+#else
+  using type = void;
+#endif
+};
+#ifdef PARO_HAVE_CUDA_COMPRESSION
+template <class Transport>
+struct CompressorFor<Transport,
+                     std::enable_if_t<std::is_same_v<decltype(std::declval<const Transport&>().allocate(std::size_t{})),
+                                                     cuda::DeviceBuffer>>> {
+  using type = compression::gpu::Separate;
+};
+#endif
+
 template <class Transport>
 class CompressedBench {
+  using Compressor = typename CompressorFor<Transport>::type;
+
  public:
   CompressedBench(Communicator<Transport>& comm, const CompressedRun& run, std::vector<Algorithm> algos)
       : comm_(comm), run_(run), algos_(std::move(algos)) {}
@@ -80,9 +109,15 @@ class CompressedBench {
   void run_shape(std::size_t rows, std::size_t cols, nlohmann::json& records) {
     const std::size_t count = rows * cols, bytes = count * sizeof(float);
     const int me = comm_.transport(run_.scope).rank();
-    std::vector<float> grad(count), out(count), mean(count);
-    for (std::size_t i = 0; i < count; ++i) grad[i] = testing::separate_input(me, 0, 0, i);
-    comm_.all_reduce(grad.data(), mean.data(), count, ReduceOp::avg, {Algorithm::ring, run_.scope});
+    auto& memory = comm_.transport();
+    std::vector<float> host(count), mean(count);
+    for (std::size_t i = 0; i < count; ++i) host[i] = testing::separate_input(me, 0, 0, i);
+    auto grad_buffer = memory.allocate(bytes), out_buffer = memory.allocate(bytes);
+    auto* grad = reinterpret_cast<float*>(grad_buffer.data());
+    auto* out = reinterpret_cast<float*>(out_buffer.data());
+    memory.upload(grad, host.data(), bytes);
+    comm_.all_reduce(grad, out, count, ReduceOp::avg, {Algorithm::ring, run_.scope});
+    memory.download(mean.data(), out, bytes);
     double mean_norm = 0;
     for (float v : mean) mean_norm += static_cast<double>(v) * v;
     mean_norm = std::sqrt(mean_norm);
@@ -90,7 +125,7 @@ class CompressedBench {
     // The variants, each with its compressor and first-call error; then rounds of every variant back to
     // back, so that the drift of a shared machine hits them alike; each reports its median round.
     std::vector<Result> results;
-    std::vector<std::unique_ptr<compression::Separate>> compressors;
+    std::vector<std::unique_ptr<Compressor>> compressors;
     for (Algorithm a : algos_) {
       Result plain;
       plain.algo = a;
@@ -99,15 +134,16 @@ class CompressedBench {
       results.push_back(plain);
       compressors.emplace_back();
       for (std::size_t b : run_.block_cols) {
-        auto sep = std::make_unique<compression::Separate>(options_for(a, b));
+        auto sep = std::make_unique<Compressor>(options_for(a, b));
         sep->add("gradient", rows, cols, DataType::f32);
         Result r;
         r.algo = a;
         r.variant = b == 0 ? "separate" : "separate b=" + std::to_string(b);
         r.block_cols = b;
-        sep->all_reduce(comm_, 0, grad.data(), out.data());
+        sep->all_reduce(comm_, {{0, grad, out}});
+        memory.download(host.data(), out, bytes);
         double diff = 0;
-        for (std::size_t i = 0; i < count; ++i) diff += std::pow(static_cast<double>(out[i]) - mean[i], 2);
+        for (std::size_t i = 0; i < count; ++i) diff += std::pow(static_cast<double>(host[i]) - mean[i], 2);
         r.rel_error = mean_norm > 0 ? std::sqrt(diff) / mean_norm : 0;
         r.wire_bytes = sep->last_call().wire_bytes;
         results.push_back(r);
@@ -120,14 +156,15 @@ class CompressedBench {
         const Options plain{r.algo, run_.scope};
         if (!compressors[k]) {
           r.rounds_us.push_back(
-              timed([&] { comm_.all_reduce(grad.data(), out.data(), count, DataType::f32, ReduceOp::sum, plain); }));
+              timed([&] { comm_.all_reduce(grad, out, count, DataType::f32, ReduceOp::sum, plain); }));
           continue;
         }
-        std::vector<float> payload(r.wire_bytes / sizeof(float));
+        auto payload = memory.allocate(r.wire_bytes);
         r.comm_rounds_us.push_back(timed([&] {
-          comm_.all_reduce(payload.data(), payload.data(), payload.size(), DataType::f32, ReduceOp::sum, plain);
+          comm_.all_reduce(payload.data(), payload.data(), r.wire_bytes / sizeof(float), DataType::f32, ReduceOp::sum,
+                           plain);
         }));
-        r.rounds_us.push_back(timed([&] { compressors[k]->all_reduce(comm_, 0, grad.data(), out.data()); }));
+        r.rounds_us.push_back(timed([&] { compressors[k]->all_reduce(comm_, {{0, grad, out}}); }));
       }
     for (Result& r : results) {
       r.time_us = median(r.rounds_us);

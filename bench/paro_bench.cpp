@@ -50,7 +50,7 @@
 #include "paro/transport/paced.hpp"
 
 #include "median.hpp"
-#ifdef PARO_HAVE_COMPRESSION
+#if defined(PARO_HAVE_COMPRESSION) || defined(PARO_HAVE_CUDA_COMPRESSION)
 #include "compressed_bench.hpp"
 #endif
 
@@ -534,34 +534,40 @@ std::vector<Algorithm> algorithms_of(paro::Communicator<Transport>& comm, const 
 // --coll compressed_all_reduce: the gradient shapes and SEPARATE's options from the command line.
 template <class Transport>
 void run_compressed(paro::Communicator<Transport>& comm, const Settings& s, nlohmann::json& records) {
-#ifdef PARO_HAVE_COMPRESSION
-  paro::bench::CompressedRun run;
-  if (!s.shape.empty()) {
-    const auto x = s.shape.find('x');
-    paro::detail::require(x != std::string::npos, "--shape '", s.shape, "': use ROWSxCOLS, e.g. 16384x1024");
-    run.shapes.emplace_back(paro::env::parse_bytes(s.shape.substr(0, x), "--shape rows"),
-                            paro::env::parse_bytes(s.shape.substr(x + 1), "--shape cols"));
-    paro::detail::require(run.shapes.back().first > 0 && run.shapes.back().second > 0,
-                          "--shape: rows and cols must be >= 1");
+#if defined(PARO_HAVE_COMPRESSION) || defined(PARO_HAVE_CUDA_COMPRESSION)
+  if constexpr (std::is_void_v<typename paro::bench::CompressorFor<Transport>::type>) {
+    throw paro::UsageError(paro::detail::concat(
+        "--coll compressed_all_reduce: this paro-bench has no SEPARATE compressor for the memory of backend ",
+        Transport::name, " (host: the compression component, BLAS and Random123; GPU: cuBLAS and Random123)"));
   } else {
-    for (std::size_t bytes : paro::tools::size_sweep(min_bytes(s), max_bytes(s), s.factor))
-      run.shapes.emplace_back(std::max<std::size_t>(1, bytes / 4096), 1024);
+    paro::bench::CompressedRun run;
+    if (!s.shape.empty()) {
+      const auto x = s.shape.find('x');
+      paro::detail::require(x != std::string::npos, "--shape '", s.shape, "': use ROWSxCOLS, e.g. 16384x1024");
+      run.shapes.emplace_back(paro::env::parse_bytes(s.shape.substr(0, x), "--shape rows"),
+                              paro::env::parse_bytes(s.shape.substr(x + 1), "--shape cols"));
+      paro::detail::require(run.shapes.back().first > 0 && run.shapes.back().second > 0,
+                            "--shape: rows and cols must be >= 1");
+    } else {
+      for (std::size_t bytes : paro::tools::size_sweep(min_bytes(s), max_bytes(s), s.factor))
+        run.shapes.emplace_back(std::max<std::size_t>(1, bytes / 4096), 1024);
+    }
+    run.options.ratio = s.ratio;
+    run.options.distribution = paro::compression::parse_distribution(s.projection);
+    run.options.error_feedback = !s.no_error_feedback;
+    run.options.pipeline_chunk_bytes = paro::env::parse_bytes(s.separate_chunk, "--separate-chunk");
+    for (const auto& b : split_list(s.block_cols)) run.block_cols.push_back(paro::env::parse_bytes(b, "--block-cols"));
+    run.scope = paro::parse_scope(s.scope);
+    run.iters = s.iters;
+    run.warmup = s.warmup;
+    run.rounds = s.rounds > 0 ? s.rounds : 3;
+    paro::bench::CompressedBench<Transport>(comm, run, algorithms_of(comm, s, Collective::all_reduce)).run(records);
   }
-  run.options.ratio = s.ratio;
-  run.options.distribution = paro::compression::parse_distribution(s.projection);
-  run.options.error_feedback = !s.no_error_feedback;
-  run.options.pipeline_chunk_bytes = paro::env::parse_bytes(s.separate_chunk, "--separate-chunk");
-  for (const auto& b : split_list(s.block_cols)) run.block_cols.push_back(paro::env::parse_bytes(b, "--block-cols"));
-  run.scope = paro::parse_scope(s.scope);
-  run.iters = s.iters;
-  run.warmup = s.warmup;
-  run.rounds = s.rounds > 0 ? s.rounds : 3;
-  paro::bench::CompressedBench<Transport>(comm, run, algorithms_of(comm, s, Collective::all_reduce)).run(records);
 #else
   (void)comm, (void)s, (void)records;
   throw paro::UsageError(
-      "--coll compressed_all_reduce: this paro-bench was built without the compression component "
-      "(BLAS and Random123)");
+      "--coll compressed_all_reduce: this paro-bench was built without a SEPARATE compressor (host: the "
+      "compression component, BLAS and Random123; GPU: cuBLAS and Random123)");
 #endif
 }
 

@@ -22,7 +22,8 @@ build=${PARO_GPU_BUILD:-build-gpu}
 jobs=${PARO_JOBS:-$(nproc)}
 budget=${PARO_GPU_CHECK_BUDGET:-540}  # 540 s by default, so that the check fits a 10-minute job slot
 mpi=${PARO_GPU_MPI:-$(command -v mpicxx >/dev/null && echo ON || echo OFF)}
-plan=(configure build kernels tests torch busbw_all_reduce busbw_all_gather busbw_reduce_scatter busbw_nccl)
+plan=(configure build kernels tests torch busbw_all_reduce busbw_all_gather busbw_reduce_scatter busbw_separate
+  busbw_nccl)
 
 # A previous run's files must not pass for this one's (a stale tests.json would hide a crash).
 rm -f "$out"/{summary,kernels,tests}.json "$out"/busbw_*.json "$out"/*.log "$out"/{plan.txt,steps.tsv,nvidia-smi.txt}
@@ -100,6 +101,17 @@ for coll in all_reduce all_gather reduce_scatter; do
     skip "busbw_$coll" "no usable GPU"
   fi
 done
+# SEPARATE on the GPU (cuBLAS, device Philox) beside the plain all-reduce of the same 64 MiB gradient, 2 device
+# ranks; where the build has it (Random123 found: scripts/gpu-prepare.sh copies it).
+if [ "$gpu" != 1 ]; then
+  skip busbw_separate "no usable GPU"
+elif ! grep -q 'cuda_compression=ON' "$out/configure.log"; then  # configure's component line
+  skip busbw_separate "built without SEPARATE on the GPU (Random123 not found; scripts/gpu-prepare.sh copies it)"
+else
+  step busbw_separate 90 env PARO_TIMEOUT=60 "$bin/paro-bench-cuda" --backend threads --device cuda -t 2 \
+    --emulate nodes=2,ranks=1 --coll compressed_all_reduce --ratio 32 --shape 16384x1024 --algo ring,tree \
+    --block-cols 0,128 -n 10 -w 2 --json "$out/busbw_separate.json"
+fi
 # NCCL (its own ring/tree as the native baseline, and paro's algorithms over it), one GPU per thread rank.
 if [ "$gpu" != 1 ] || ((ngpu < 2)); then
   skip busbw_nccl "needs 2 GPUs or more; nvidia-smi lists $ngpu"

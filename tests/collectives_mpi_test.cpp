@@ -16,6 +16,7 @@
 #include "paro/transport/mpi.hpp"
 #include "paro/transport/paced.hpp"
 #ifdef PARO_HAVE_COMPRESSION
+#include "paro/compression/separate.hpp"
 #include "paro/testing/separate_check.hpp"
 #endif
 
@@ -217,7 +218,8 @@ TEST(MpiSeparate, MatchesTheTranscription) {
   std::vector<std::string> failures;
   for (auto algo : {Algorithm::ring, Algorithm::paro_cc, Algorithm::native})
     for (bool sharded : {false, true})
-      for (auto& f : paro::testing::check_separate(comm, {algo, paro::Scope::global, paro::DataType::f32, sharded}))
+      for (auto& f : paro::testing::check_separate<paro::compression::Separate>(
+               comm, {algo, paro::Scope::global, paro::DataType::f32, sharded}))
         failures.push_back(f);
   EXPECT_TRUE(failures.empty()) << join(failures);
 }

@@ -24,7 +24,7 @@ import json, sys
 s, rc = json.load(open(sys.argv[1])), int(sys.argv[2])
 st = {name: step["status"] for name, step in s["steps"].items()}
 plan = ["configure", "build", "kernels", "tests", "torch", "busbw_all_reduce", "busbw_all_gather",
-        "busbw_reduce_scatter", "busbw_nccl"]
+        "busbw_reduce_scatter", "busbw_separate", "busbw_nccl"]
 assert list(st) == plan, st
 assert s["finished"] is True and isinstance(s["gpu"], bool) and (s["gpu"] or s["gpu_reason"]), s
 assert s["ok"] == (rc == 0) == (not s["reasons"]), (s["ok"], rc, s["reasons"])

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gpu_harness.hpp"
 #include "paro/cuda/kernels.cuh"
 #include "paro/testing/collective_check.hpp"
 #include "paro/testing/transport_check.hpp"
@@ -27,13 +28,6 @@ using paro::Collective;
 using paro::DataType;
 using paro::ReduceOp;
 using paro::Scope;
-
-#define PARO_REQUIRE_GPUS(n)                                                                   \
-  do {                                                                                         \
-    const int gpus_ = paro::cuda::device_count();                                              \
-    if (gpus_ == 0) GTEST_SKIP() << "no usable GPU: " << paro::cuda::device_census().why_none; \
-    if (gpus_ < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, found " << gpus_;              \
-  } while (0)
 
 using paro::tools::DeviceThreads;
 
@@ -293,29 +287,13 @@ TEST(DeviceThreadsStreams, CollectiveWaitsForTheCallersStream) {
 
 // --- the nccl backend ----------------------------------------------------------------------------------
 
-// n thread ranks, each with its own GPU and an NCCL communicator bootstrapped over the threads backend.
-template <class Body>
-std::vector<std::string> on_nccl(int n, const std::string& emulate, Body body) {
-  std::mutex mutex;
-  std::vector<std::string> failures;
-  paro::threads::run(n, [&](paro::threads::Transport host) {
-    paro::CommunicatorConfig config;
-    config.discovery.emulate = emulate;
-    paro::Communicator comm(paro::nccl::Transport::bootstrap(host, host.rank()), config);
-    std::vector<std::string> mine = body(comm);
-    std::lock_guard<std::mutex> lock(mutex);
-    failures.insert(failures.end(), mine.begin(), mine.end());
-  });
-  return failures;
-}
-
 class NcclTransport : public ::testing::TestWithParam<int> {};
 
 TEST_P(NcclTransport, EveryAlgorithmIncludingNative) {
   const int n = GetParam();
   PARO_REQUIRE_GPUS(n);
   const std::string emulate = n % 2 == 0 && n > 2 ? "nodes=2" : "nodes=1";
-  auto failures = on_nccl(n, emulate, [](auto& comm) {
+  auto failures = paro::testing::on_nccl(n, emulate, [](auto& comm) {
     std::vector<std::string> f;
     for (Collective coll : all_collectives)
       for (Algorithm algo : paro::all_algorithms)

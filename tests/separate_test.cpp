@@ -184,7 +184,9 @@ TEST_P(SeparateOnCluster, EveryAlgorithmMatchesTheTranscription) {
     for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::mics_hcs, Algorithm::paro_seq, Algorithm::paro_cc,
                         Algorithm::automatic})
       for (bool sharded : {false, true})
-        for (auto& s : paro::testing::check_separate(comm, {a, scope, DataType::f32, sharded})) f.push_back(s);
+        for (auto& s :
+             paro::testing::check_separate<paro::compression::Separate>(comm, {a, scope, DataType::f32, sharded}))
+          f.push_back(s);
     return f;
   });
   EXPECT_TRUE(failures.empty()) << paro::testing::first_lines(failures);
@@ -205,8 +207,9 @@ TEST_P(SeparateRankCounts, TypesBlocksAndShards) {
       for (std::size_t block_cols : {0u, 16u})
         for (bool sharded : {false, true})
           for (auto rule : {paro::compression::ErrorRule::beta_on_residual, paro::compression::ErrorRule::smoothed})
-            for (auto& s : paro::testing::check_separate(comm, {Algorithm::ring, Scope::global, dt, sharded, block_cols,
-                                                                dt == DataType::f16 ? 0u : 96u, 6, rule}))
+            for (auto& s : paro::testing::check_separate<paro::compression::Separate>(
+                     comm, {Algorithm::ring, Scope::global, dt, sharded, block_cols, dt == DataType::f16 ? 0u : 96u, 6,
+                            rule}))
               f.push_back(s);
     return f;
   });
@@ -220,7 +223,7 @@ TEST(Separate, ManyRowBlocksPipelined) {
   auto failures = paro::testing::on_threads(4, [](auto& comm) {
     std::vector<std::string> f;
     for (bool sharded : {false, true})
-      for (auto& s : paro::testing::check_separate(
+      for (auto& s : paro::testing::check_separate<paro::compression::Separate>(
                comm, {Algorithm::paro_cc, Scope::global, DataType::f32, sharded, 0, 4096, 1024}))
         f.push_back(s);
     return f;

@@ -4,6 +4,9 @@
 // of a stream is a pure function of the key and i, so any split of the work over threads or ranks gives
 // bit-identical values.
 //
+// The same functions run in CUDA kernels (paro/compression/gpu/random.cuh): the bits are the same there, the Gaussian
+// values may differ in their last bits (the device's logf and sincospif are not glibc's).
+//
 // Counter layout: {i / per_block (low, high 32 bits), tensor, step}; key: the 64-bit seed. A Gaussian
 // block of 4 words gives 4 normals (two Box-Muller pairs); a Rademacher block gives 128 signs.
 
@@ -15,6 +18,7 @@
 #include <string_view>
 
 #include "paro/core/error.hpp"
+#include "paro/core/host_device.hpp"
 
 namespace paro::compression {
 
@@ -38,17 +42,19 @@ namespace stream_detail {
 
 using Philox = r123::Philox4x32_R<10>;
 
-inline Philox::ctr_type block_bits(const StreamKey& k, std::uint64_t block) {
+PARO_HOST_DEVICE inline Philox::ctr_type block_bits(const StreamKey& k, std::uint64_t block) {
   const Philox::ctr_type counter = {
       {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), k.tensor, k.step}};
   const Philox::key_type key = {{static_cast<std::uint32_t>(k.seed), static_cast<std::uint32_t>(k.seed >> 32)}};
   return Philox()(counter, key);
 }
 
-inline constexpr std::size_t values_per_block(Distribution d) { return d == Distribution::gaussian ? 4 : 128; }
+PARO_HOST_DEVICE inline constexpr std::size_t values_per_block(Distribution d) {
+  return d == Distribution::gaussian ? 4 : 128;
+}
 
 // All values of one block.
-inline void block_values(Distribution d, const StreamKey& k, std::uint64_t block, float* out) {
+PARO_HOST_DEVICE inline void block_values(Distribution d, const StreamKey& k, std::uint64_t block, float* out) {
   const auto bits = block_bits(k, block);
   if (d == Distribution::gaussian) {
     const r123::float2 a = r123::boxmuller(bits[0], bits[1]);

@@ -43,12 +43,6 @@
 
 namespace paro::compression {
 
-// What one call moved: the all-reduced payload and the gradients' own size.
-struct Traffic {
-  std::size_t wire_bytes = 0;
-  std::size_t dense_bytes = 0;
-};
-
 class Separate {
  public:
   using TensorId = std::size_t;
@@ -61,28 +55,7 @@ class Separate {
   const SeparateOptions& options() const { return o_; }
 
   TensorId add(std::string name, std::size_t rows, std::size_t cols, DataType dt) {
-    detail::require(rows >= 1 && cols >= 1, "SEPARATE tensor '", name, "': ", rows, " x ", cols,
-                    " has no elements; rows and cols must be >= 1");
-    detail::require(dt == DataType::f32 || dt == DataType::f16 || dt == DataType::bf16, "SEPARATE tensor '", name,
-                    "': type ", name_of(dt), " not supported; allowed: f32 f16 bf16");
-    Tensor t;
-    t.name = std::move(name);
-    t.rows = rows;
-    t.cols = cols;
-    t.dtype = dt;
-    const std::size_t b = o_.block_cols == 0 ? cols : std::min(o_.block_cols, cols);
-    t.shape = {cols, b, separate_detail::ceil_div(b, static_cast<std::size_t>(o_.ratio))};
-    t.min_width = std::max<std::size_t>(1, separate_detail::ceil_div(b, static_cast<std::size_t>(o_.highest_ratio())));
-    t.max_width =
-        std::min(b - (b > 1 ? 1 : 0), separate_detail::ceil_div(b, static_cast<std::size_t>(o_.lowest_ratio())));
-    t.beta = o_.beta;
-    if (rows == 1)
-      t.plain_reason = "a vector";
-    else if (rows * cols < o_.min_elements)
-      t.plain_reason = detail::concat(rows * cols, " elements < min_elements ", o_.min_elements);
-    else if (t.shape.width >= b)
-      t.plain_reason = detail::concat("blocks of ", b, " columns gain nothing at ratio ", o_.ratio);
-    t.compressed = t.plain_reason.empty();
+    Tensor t = separate_detail::make_tensor(o_, std::move(name), rows, cols, dt);
     if (t.compressed && o_.error_feedback) t.error.assign(rows * cols, 0.0f);
     tensors_.push_back(std::move(t));
     return tensors_.size() - 1;
@@ -92,6 +65,8 @@ class Separate {
     detail::require(id < tensors_.size(), "SEPARATE tensor id ", id, ": only ", tensors_.size(), " registered");
     return tensors_[id];
   }
+  // This rank's error buffer of a tensor (rows x cols; empty without error feedback or compression).
+  const std::vector<float>& error(TensorId id) const { return tensor(id).error; }
   const Traffic& last_call() const { return traffic_; }
 
   template <class Transport>
@@ -291,21 +266,7 @@ class Separate {
   }
 
   void validate(const std::vector<Gradient>& grads, const char* what, int n, bool sharded) const {
-    std::vector<bool> seen(tensors_.size(), false);
-    for (const Gradient& g : grads) {
-      detail::require(g.id < tensors_.size(), "SEPARATE ", what, ": tensor id ", g.id, " not registered (",
-                      tensors_.size(), " tensors)");
-      const Tensor& t = tensors_[g.id];
-      detail::require(!seen[g.id], "SEPARATE ", what, ": tensor '", t.name, "' passed twice in one call");
-      seen[g.id] = true;
-      detail::require(g.grad != nullptr && g.out != nullptr, "SEPARATE ", what, ": tensor '", t.name,
-                      "': null gradient or output buffer");
-      if (!sharded) continue;
-      const std::size_t units = t.compressed ? t.rows : t.rows * t.cols;
-      detail::require(units % static_cast<std::size_t>(n) == 0, "SEPARATE reduce_scatter: tensor '", t.name, "' has ",
-                      units, t.compressed ? " rows" : " elements", ", not divisible by the ", n,
-                      " ranks of the scope; shard counts must be equal");
-    }
+    separate_detail::validate_gradients(tensors_, grads, what, n, sharded);
   }
 
   // Step 6 and the step count; the traffic of the call. G-SEPARATE: the ranks' mean cosine, summed by a

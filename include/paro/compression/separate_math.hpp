@@ -1,19 +1,23 @@
 #pragma once
-// SEPARATE's per-tensor math, without communication: a registered tensor's state, the rows h = g + e that
-// are projected, the estimate's reconstruction with the error update and the cosine's sums, and G-SEPARATE's
-// update of width and beta (the steps listed in separate.hpp).
+// SEPARATE's per-tensor state and math, without communication and without a projection: a registered
+// tensor (its shape, width, beta, step), the checks of a call's gradients, the error rule, the cosine's sums
+// and G-SEPARATE's update of width and beta (the steps listed in separate.hpp). The host compressor
+// (separate.hpp) and the GPU's (paro/compression/gpu/separate.cuh) share it.
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "paro/compression/projection.hpp"
+#include "paro/compression/projection_shape.hpp"
 #include "paro/compression/random_stream.hpp"
 #include "paro/compression/separate_options.hpp"
 #include "paro/core/dtype.hpp"
+#include "paro/core/error.hpp"
+#include "paro/core/host_device.hpp"
 
 namespace paro::compression {
 
@@ -28,7 +32,7 @@ struct SeparateTensor {
   std::size_t min_width = 0, max_width = 0;
   std::uint32_t step = 0;
   double beta = 0;
-  std::vector<float> error;  // rows * cols when compressed with error feedback
+  std::vector<float> error;  // rows * cols when compressed with error feedback (the GPU's: in device memory)
 };
 
 // One tensor's part of a call (Separate::Gradient): out may equal grad. all_reduce: out holds rows x cols;
@@ -37,6 +41,12 @@ struct SeparateGradient {
   std::size_t id;  // a Separate::TensorId
   const void* grad;
   void* out;
+};
+
+// What one call moved: the all-reduced payload and the gradients' own size.
+struct Traffic {
+  std::size_t wire_bytes = 0;
+  std::size_t dense_bytes = 0;
 };
 
 namespace separate_detail {
@@ -55,7 +65,7 @@ struct Cosine {
 inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
 // Step 5: the paper's e <- (1 - beta) e + beta (h - h~), or its smoothed reading.
-inline float next_error(ErrorRule rule, float e, float h, float h_tilde, double beta) {
+PARO_HOST_DEVICE inline float next_error(ErrorRule rule, float e, float h, float h_tilde, double beta) {
   const float b = static_cast<float>(beta);
   return rule == ErrorRule::beta_on_residual ? (1.0f - b) * e + b * (h - h_tilde) : b * e + (1.0f - b) * (h - h_tilde);
 }
@@ -82,6 +92,56 @@ inline StreamKey key(const SeparateOptions& o, const SeparateTensor& t, std::siz
 
 inline std::size_t payload(const SeparateTensor& t) {
   return t.compressed ? t.rows * t.shape.projected_cols() : t.rows * t.cols;
+}
+
+// A tensor as add() registers it: its projection at the options' ratio and block size, the clamps of an
+// adaptive width, and why it goes uncompressed (a vector, too small, or no gain at this ratio). The error
+// buffer is the caller's to allocate (host or device memory).
+inline SeparateTensor make_tensor(const SeparateOptions& o, std::string name, std::size_t rows, std::size_t cols,
+                                  DataType dt) {
+  detail::require(rows >= 1 && cols >= 1, "SEPARATE tensor '", name, "': ", rows, " x ", cols,
+                  " has no elements; rows and cols must be >= 1");
+  detail::require(dt == DataType::f32 || dt == DataType::f16 || dt == DataType::bf16, "SEPARATE tensor '", name,
+                  "': type ", name_of(dt), " not supported; allowed: f32 f16 bf16");
+  SeparateTensor t;
+  t.name = std::move(name);
+  t.rows = rows;
+  t.cols = cols;
+  t.dtype = dt;
+  const std::size_t b = o.block_cols == 0 ? cols : std::min(o.block_cols, cols);
+  t.shape = {cols, b, ceil_div(b, static_cast<std::size_t>(o.ratio))};
+  t.min_width = std::max<std::size_t>(1, ceil_div(b, static_cast<std::size_t>(o.highest_ratio())));
+  t.max_width = std::min(b - (b > 1 ? 1 : 0), ceil_div(b, static_cast<std::size_t>(o.lowest_ratio())));
+  t.beta = o.beta;
+  if (rows == 1)
+    t.plain_reason = "a vector";
+  else if (rows * cols < o.min_elements)
+    t.plain_reason = detail::concat(rows * cols, " elements < min_elements ", o.min_elements);
+  else if (t.shape.width >= b)
+    t.plain_reason = detail::concat("blocks of ", b, " columns gain nothing at ratio ", o.ratio);
+  t.compressed = t.plain_reason.empty();
+  return t;
+}
+
+// A call's gradients: registered ids, each at most once, no null buffer; sharded (reduce-scatter): shard
+// counts that the scope's n ranks divide.
+inline void validate_gradients(const std::vector<SeparateTensor>& tensors, const std::vector<SeparateGradient>& grads,
+                               const char* what, int n, bool sharded) {
+  std::vector<bool> seen(tensors.size(), false);
+  for (const SeparateGradient& g : grads) {
+    detail::require(g.id < tensors.size(), "SEPARATE ", what, ": tensor id ", g.id, " not registered (", tensors.size(),
+                    " tensors)");
+    const SeparateTensor& t = tensors[g.id];
+    detail::require(!seen[g.id], "SEPARATE ", what, ": tensor '", t.name, "' passed twice in one call");
+    seen[g.id] = true;
+    detail::require(g.grad != nullptr && g.out != nullptr, "SEPARATE ", what, ": tensor '", t.name,
+                    "': null gradient or output buffer");
+    if (!sharded) continue;
+    const std::size_t units = t.compressed ? t.rows : t.rows * t.cols;
+    detail::require(units % static_cast<std::size_t>(n) == 0, "SEPARATE reduce_scatter: tensor '", t.name, "' has ",
+                    units, t.compressed ? " rows" : " elements", ", not divisible by the ", n,
+                    " ranks of the scope; shard counts must be equal");
+  }
 }
 
 template <class F>
@@ -113,57 +173,6 @@ void for_row_blocks(const SeparateTensor& t, std::size_t first, std::size_t coun
   const std::size_t block = rows_per_block(t);
   for (std::size_t r = first; r < first + count; r += block) f(r, std::min(block, first + count - r));
 }
-
-// One call's R per gradient of the call (empty for a plain tensor) and the scratch rows of a row block.
-struct Workspace {
-  std::vector<RandomMatrix> randoms;
-  std::vector<float> scratch, estimate;
-
-  // This call's R per compressed tensor, and scratch rows for the largest block.
-  void prepare(const SeparateOptions& o, const std::vector<SeparateTensor>& tensors,
-               const std::vector<SeparateGradient>& grads) {
-    randoms.resize(grads.size());
-    std::size_t floats = 0;
-    for (std::size_t i = 0; i < grads.size(); ++i) {
-      const SeparateTensor& t = tensors[grads[i].id];
-      if (!t.compressed) continue;
-      generate(o.distribution, key(o, t, grads[i].id), t.shape, randoms[i]);
-      floats = std::max(floats, std::min(rows_per_block(t), t.rows) * t.cols);
-    }
-    scratch.resize(floats);
-    estimate.resize(floats);
-  }
-
-  // nrows rows of the estimate h~ = P R^T / (n w) from the summed P, written to out. With e (the same
-  // rows of the error buffer, the all-reduce form) the error takes in h - h~, h = g + e; where this step
-  // adapts, the cosine's sums take in (h~, g).
-  template <class T>
-  void emit_rows(const SeparateOptions& o, const SeparateTensor& t, const RandomMatrix& r, const float* p,
-                 std::size_t nrows, int n, const T* g, T* out, float* e, Cosine& cosine) {
-    compression::reconstruct(t.shape, r, p, t.shape.projected_cols(), nrows, 1.0f / static_cast<float>(n),
-                             estimate.data(), t.cols);
-    const bool reset = resets(o, t), measure = adapts(o, t);
-    for (std::size_t k = 0; k < nrows * t.cols; ++k) {
-      const float hk = estimate[k];
-      if (e != nullptr || measure) {
-        const float gk = static_cast<float>(g[k]);
-        if (e != nullptr) e[k] = reset ? 0.0f : next_error(o.error_rule, e[k], gk + e[k], hk, t.beta);
-        if (measure) cosine.add(hk, gk);
-      }
-      out[k] = T(hk);
-    }
-  }
-
-  // Rows of h = g + e as f32: the gradient itself where it is f32 and there is no error buffer.
-  const float* rows_of_h(const SeparateTensor& t, const void* grad, std::size_t r0, std::size_t nr) {
-    const std::size_t first = r0 * t.cols, count = nr * t.cols;
-    if (t.dtype == DataType::f32 && t.error.empty()) return static_cast<const float*>(grad) + first;
-    visit_grad(t, [&](auto g0) { to_f32(static_cast<const decltype(g0)*>(grad) + first, count, scratch.data()); });
-    if (!t.error.empty())
-      for (std::size_t k = 0; k < count; ++k) scratch[k] += t.error[first + k];
-    return scratch.data();
-  }
-};
 
 }  // namespace separate_detail
 }  // namespace paro::compression

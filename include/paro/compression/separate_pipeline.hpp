@@ -1,7 +1,7 @@
 #pragma once
-// SEPARATE's pipelined all-reduce, the pieces overlapped with the communication: the buffer cut into units
-// (row blocks) and chunks (the pieces all-reduced one after another), a unit's projection and its
-// reconstruction.
+// SEPARATE's host compressor's pieces: this call's R and scratch rows (Workspace), the buffer cut into units
+// (row blocks) and chunks (the pieces all-reduced one after another, overlapped with the projection and
+// the reconstruction), a unit's projection and its reconstruction.
 
 #include <algorithm>
 #include <cstddef>
@@ -12,6 +12,57 @@
 #include "paro/compression/separate_options.hpp"
 
 namespace paro::compression::separate_detail {
+
+// One call's R per gradient of the call (empty for a plain tensor) and the scratch rows of a row block.
+struct Workspace {
+  std::vector<RandomMatrix> randoms;
+  std::vector<float> scratch, estimate;
+
+  // This call's R per compressed tensor, and scratch rows for the largest block.
+  void prepare(const SeparateOptions& o, const std::vector<SeparateTensor>& tensors,
+               const std::vector<SeparateGradient>& grads) {
+    randoms.resize(grads.size());
+    std::size_t floats = 0;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const SeparateTensor& t = tensors[grads[i].id];
+      if (!t.compressed) continue;
+      generate(o.distribution, key(o, t, grads[i].id), t.shape, randoms[i]);
+      floats = std::max(floats, std::min(rows_per_block(t), t.rows) * t.cols);
+    }
+    scratch.resize(floats);
+    estimate.resize(floats);
+  }
+
+  // nrows rows of the estimate h~ = P R^T / (n w) from the summed P, written to out. With e (the same
+  // rows of the error buffer, the all-reduce form) the error takes in h - h~, h = g + e; where this step
+  // adapts, the cosine's sums take in (h~, g).
+  template <class T>
+  void emit_rows(const SeparateOptions& o, const SeparateTensor& t, const RandomMatrix& r, const float* p,
+                 std::size_t nrows, int n, const T* g, T* out, float* e, Cosine& cosine) {
+    compression::reconstruct(t.shape, r, p, t.shape.projected_cols(), nrows, 1.0f / static_cast<float>(n),
+                             estimate.data(), t.cols);
+    const bool reset = resets(o, t), measure = adapts(o, t);
+    for (std::size_t k = 0; k < nrows * t.cols; ++k) {
+      const float hk = estimate[k];
+      if (e != nullptr || measure) {
+        const float gk = static_cast<float>(g[k]);
+        if (e != nullptr) e[k] = reset ? 0.0f : next_error(o.error_rule, e[k], gk + e[k], hk, t.beta);
+        if (measure) cosine.add(hk, gk);
+      }
+      out[k] = T(hk);
+    }
+  }
+
+  // Rows of h = g + e as f32: the gradient itself where it is f32 and there is no error buffer.
+  const float* rows_of_h(const SeparateTensor& t, const void* grad, std::size_t r0, std::size_t nr) {
+    const std::size_t first = r0 * t.cols, count = nr * t.cols;
+    if (t.dtype == DataType::f32 && t.error.empty()) return static_cast<const float*>(grad) + first;
+    visit_grad(t, [&](auto g0) { to_f32(static_cast<const decltype(g0)*>(grad) + first, count, scratch.data()); });
+    if (!t.error.empty())
+      for (std::size_t k = 0; k < count; ++k) scratch[k] += t.error[first + k];
+    return scratch.data();
+  }
+};
 
 // The all-reduce's work items: rows [r0, r0 + rows) of grads[grad] (a whole plain tensor is one), whose
 // values start at `wire` in the buffer; chunks end after a unit, at a buffer offset.

@@ -1,16 +1,23 @@
 #pragma once
-// Checking the SEPARATE compressor on any transport and algorithm: every rank replays, in double, what all
-// ranks of the scope do (a direct transcription of the seed's steps 1-5, with the same shared-seed R) and
-// compares its own output and error buffer with it, over several steps with error feedback and a reset.
-// The all-reduce's estimate must also be bit-identical on every rank.
+// Checking a SEPARATE compressor (the host's compression::Separate, the GPU's gpu::Separate) on any
+// transport and algorithm: every rank replays, in double, what all ranks of the scope do (a direct
+// transcription of the seed's steps 1-5, with the same shared-seed R) and compares its own output and error
+// buffer with it, over several steps with error feedback and a reset. The all-reduce's estimate must also
+// be bit-identical on every rank. Gradients and outputs live in the transport's memory (device memory on
+// a device transport).
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
-#include "paro/compression/separate.hpp"
+#include "paro/communicator/communicator.hpp"
+#include "paro/compression/random_stream.hpp"
+#include "paro/compression/separate_math.hpp"
+#include "paro/compression/separate_options.hpp"
 
 namespace paro::testing {
 
@@ -37,9 +44,20 @@ inline float separate_input(int m, std::size_t t, std::uint32_t s, std::size_t i
                   0.21f * static_cast<float>(s));
 }
 
-template <class Transport>
+namespace separate_check_detail {
+// Whether a compressor has the sharded form (reduce_scatter).
+template <class S, class Comm, class = void>
+struct shards : std::false_type {};
+template <class S, class Comm>
+struct shards<S, Comm,
+              std::void_t<decltype(std::declval<S&>().reduce_scatter(
+                  std::declval<Comm&>(), std::declval<const std::vector<compression::SeparateGradient>&>()))>>
+    : std::true_type {};
+}  // namespace separate_check_detail
+
+template <class Separate, class Transport>
 std::vector<std::string> check_separate(Communicator<Transport>& comm, const SeparateCase& c) {
-  using compression::Separate;
+  auto& world = comm.transport();
   auto& scoped = comm.transport(c.scope);
   const int n = scoped.size(), me = scoped.rank();
   const auto un = static_cast<std::size_t>(n);
@@ -73,18 +91,31 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
   for (std::uint32_t step = 0; step < 5; ++step) {
     visit_data_type(c.dt, [&](auto zero) {
       using T = decltype(zero);
-      std::vector<std::vector<T>> grads(shapes.size()), outs(shapes.size());
-      std::vector<Separate::Gradient> call;
+      std::vector<std::vector<T>> outs(shapes.size());
+      using Buffer = decltype(world.allocate(std::size_t{}));
+      std::vector<Buffer> grad_buffers, out_buffers;
+      std::vector<compression::SeparateGradient> call;
       for (std::size_t t = 0; t < shapes.size(); ++t) {
         const std::size_t count = shapes[t].rows * shapes[t].cols;
-        for (std::size_t i = 0; i < count; ++i) grads[t].push_back(T(separate_input(me, t, step, i)));
+        std::vector<T> grad;
+        for (std::size_t i = 0; i < count; ++i) grad.push_back(T(separate_input(me, t, step, i)));
         outs[t].assign(c.sharded ? count / un : count, T(0.0f));
-        call.push_back({t, grads[t].data(), outs[t].data()});
+        grad_buffers.push_back(world.allocate(count * sizeof(T)));
+        out_buffers.push_back(world.allocate(outs[t].size() * sizeof(T)));
+        world.upload(grad_buffers.back().data(), grad.data(), count * sizeof(T));
+        call.push_back({t, grad_buffers.back().data(), out_buffers.back().data()});
       }
-      if (c.sharded)
-        sep.reduce_scatter(comm, call);
-      else
+      if constexpr (separate_check_detail::shards<Separate, Communicator<Transport>>::value) {
+        if (c.sharded)
+          sep.reduce_scatter(comm, call);
+        else
+          sep.all_reduce(comm, call);
+      } else {
+        detail::require(!c.sharded, "check_separate: this compressor has no reduce_scatter");
         sep.all_reduce(comm, call);
+      }
+      for (std::size_t t = 0; t < shapes.size(); ++t)
+        world.download(outs[t].data(), out_buffers[t].data(), outs[t].size() * sizeof(T));
 
       for (std::size_t t = 0; t < shapes.size(); ++t) {
         const auto& info = sep.tensor(t);
@@ -101,9 +132,8 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
             for (std::size_t i = 0; i < count; ++i) expected[i] += h[m][i] / n;
         } else {
           const auto& s = info.shape;
-          compression::RandomMatrix random;
-          compression::generate(o.distribution, {o.seed, step, static_cast<std::uint32_t>(t)}, s, random);
-          const std::vector<float>& r = random.values;
+          std::vector<float> r(s.random_count());
+          compression::fill(o.distribution, {o.seed, step, static_cast<std::uint32_t>(t)}, 0, r.data(), r.size());
           std::size_t r_at = 0;
           for (std::size_t j = 0; j < s.blocks(); ++j) {
             const std::size_t b = s.block_size(j), w = s.block_width(j), c0 = s.block_begin(j);
@@ -130,7 +160,7 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
                                    ? (1 - o.beta) * error[t][m][i] + o.beta * fresh
                                    : o.beta * error[t][m][i] + (1 - o.beta) * fresh;
             }
-          const auto& mine = info.error;
+          const auto& mine = sep.error(t);
           const auto& ref = error[t][static_cast<std::size_t>(me)];
           for (std::size_t i = 0; i < count; ++i)
             if (std::fabs(mine[i] - ref[i]) > tolerance * (1 + std::fabs(ref[i]))) {
@@ -157,9 +187,16 @@ std::vector<std::string> check_separate(Communicator<Transport>& comm, const Sep
           std::memcpy(&bits, &f, sizeof bits);
           sum = sum * 31 + bits;
         }
-        std::int64_t lo = static_cast<std::int64_t>(sum >> 1), hi = lo;
-        comm.all_reduce(&lo, &lo, 1, ReduceOp::min, {Algorithm::ring, c.scope});
-        comm.all_reduce(&hi, &hi, 1, ReduceOp::max, {Algorithm::ring, c.scope});
+        const std::int64_t mine = static_cast<std::int64_t>(sum >> 1);
+        std::int64_t lo = mine, hi = mine;
+        auto extreme = world.allocate(sizeof mine);
+        auto* at = reinterpret_cast<std::int64_t*>(extreme.data());
+        world.upload(at, &mine, sizeof mine);
+        comm.all_reduce(at, at, 1, ReduceOp::min, {Algorithm::ring, c.scope});
+        world.download(&lo, at, sizeof lo);
+        world.upload(at, &mine, sizeof mine);
+        comm.all_reduce(at, at, 1, ReduceOp::max, {Algorithm::ring, c.scope});
+        world.download(&hi, at, sizeof hi);
         if (lo != hi) fail("step ", step, " tensor ", t, ": ranks hold different estimates");
       }
     });
