@@ -638,7 +638,8 @@ std::string plan_summary(const paro::algorithms::BuiltinAlgorithms::Params& para
   const auto* p = std::get_if<paro::algorithms::ParoCcParams>(&params);
   if (!p) return "";
   std::string out = std::string(p->lanes_inline ? ", inline" : "") + (p->together ? ", together" : "") +
-                    (p->nodes_only ? ", nodes only" : "") + (p->direct ? ", direct" : "");
+                    (p->nodes_only ? ", nodes only" : "") + (p->direct ? ", direct" : "") +
+                    (p->one_round ? ", one round" : "");
   const std::size_t chunk = p->pipeline_chunk_bytes;
   if (chunk > 0 && chunk < bytes) out += ", " + std::to_string((bytes + chunk - 1) / chunk) + " pieces";
   return out;
@@ -658,7 +659,8 @@ void explain(paro::Communicator<Transport>& comm, const Settings& s) {
       "# predicted us (correction) per candidate; *score: a near tie's sum over x/4, x, 4x (lowest wins);\n"
       "# inline: paro_cc's lanes on the caller's thread; together: each level's shards at once; pieces: of its\n"
       "# pipeline; nodes only: the scope cut by its nodes alone, not by its pods; direct: every level exchanges\n"
-      "# directly, whatever its blocks' size. pin: the PARO_ALGO entry that runs the pick's plan exactly\n");
+      "# directly, whatever its blocks' size; one round: the all-reduce's rail in one round (each unit's piece\n"
+      "# to every other). pin: the PARO_ALGO entry that runs the pick's plan exactly\n");
   for (Collective coll : collectives(s.coll))
     for (std::size_t bytes : paro::tools::size_sweep(min_bytes(s), max_bytes(s), s.factor)) {
       const auto d = Registry::decide(model, coll, bytes, comm.shape(scope));

@@ -186,6 +186,30 @@ TEST(HierarchicalNodesOnly, ParoCcExact) {
   for (const char* name : {"PARO_CC_NODES_ONLY", "PARO_DIRECT_MAX", "PARO_LANES", "PARO_CC_TOGETHER"}) unsetenv(name);
 }
 
+// paro_cc's all-reduce with its rail in one round (direct_all_reduce: every unit's piece to every other,
+// reduced in rank order), pinned; the units' own levels on lane threads and inline; uneven, cyclic and
+// three-level placements, and 18 units (more than the 16 exchanges in flight).
+TEST(HierarchicalOneRound, ParoCcAllReduceExact) {
+  setenv("PARO_ALGO", "all_reduce:paro_cc(one_round=1)", 1);
+  for (const char* lanes : {"threads", "inline"}) {
+    setenv("PARO_LANES", lanes, 1);
+    for (const char* emulate : {"nodes=2,ranks=4", "nodes=3,ranks=2:3:1", "switches=2,nodes=2,ranks=3,order=cyclic",
+                                "pods=2,switches=2,nodes=2,ranks=2", "nodes=18,ranks=2"}) {
+      auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
+        std::vector<std::string> f;
+        for (auto& s :
+             paro::testing::run_matrix(comm, Collective::all_reduce, Algorithm::paro_cc, {0, 1, 7, 100, 3000}))
+          f.push_back(s);
+        return f;
+      });
+      EXPECT_TRUE(failures.empty()) << emulate << " PARO_LANES=" << lanes << "\n"
+                                    << paro::testing::first_lines(failures);
+    }
+  }
+  unsetenv("PARO_ALGO");
+  unsetenv("PARO_LANES");
+}
+
 // Inline lanes together over rails of more units than direct exchanges in flight (16): my unit moves the
 // units' shards in batches of a window while the rail's next window flies (paro_cc.hpp, rail_batches);
 // 18 units: two windows, 34: three; whole, and in pieces (PARO_CC_CHUNK=1K: 43 for 300 floats per rank on

@@ -137,6 +137,45 @@ void direct_reduce_scatter(T& t, const void* in, void* out, const Layout& layout
   direct_reduce_scatter(t, in, outs, &layout, 1, dt, op, std::forward<BeforeBlock>(before_block));
 }
 
+// All-reduce in one round: every rank sends its whole buffer to every other (up to `peers_in_flight`
+// exchanges at a time) and reduces the n buffers itself, in rank order, so every rank gets the same bits.
+// One latency per window instead of a reduce-scatter's and an all-gather's, for (n-1) N bytes instead of
+// 2 (n-1)/n N: the schedule for buffers so small that the second latency costs more than the extra
+// bytes (paro_cc's rail, where each unit contributes a small piece). `out` may equal `in`; avg divides.
+// Cost: a ceil((n-1)/16) + (n-1) (N b + reduce(N)).
+template <class T>
+void direct_all_reduce(T& t, const void* in, void* out, std::size_t count, DataType dt, ReduceOp op) {
+  const int n = t.size(), r = t.rank();
+  const std::size_t bytes = count * size_of(dt);
+  if (n == 1 || count == 0) {
+    t.copy(out, in, bytes);
+    return;
+  }
+  activity::PhaseScope phase("direct all-reduce");
+  // Slot b holds rank b's buffer (mine too, so that `out` may be `in`), reduced in rank order at the end.
+  auto scratch = t.allocate(bytes * static_cast<std::size_t>(n));
+  auto slot = [&](int b) { return scratch.data() + static_cast<std::size_t>(b) * bytes; };
+  t.copy(slot(r), in, bytes);
+  const int w = std::min(direct_detail::peers_in_flight, n - 1);
+  std::vector<typename T::Request> recvs(static_cast<std::size_t>(w)), sends(recvs.size());
+  auto post = [&](int k) {  // exchange k: receive rank r-k's buffer, send mine to rank r+k
+    const std::size_t at = static_cast<std::size_t>((k - 1) % w);
+    recvs[at] = t.irecv(slot(mod(r - k, n)), bytes, mod(r - k, n), direct_detail::tag);
+    t.wait(sends[at]);
+    sends[at] = t.isend(slot(r), bytes, mod(r + k, n), direct_detail::tag);
+  };
+  for (int k = 1; k <= w; ++k) post(k);
+  for (int k = 1; k < n; ++k) {
+    t.wait(recvs[static_cast<std::size_t>((k - 1) % w)]);
+    if (k + w < n) post(k + w);
+  }
+  t.wait_all(sends);
+  const ReduceOp combine = op == ReduceOp::avg ? ReduceOp::sum : op;
+  t.copy(out, slot(0), bytes);
+  for (int b = 1; b < n; ++b) t.reduce(out, out, slot(b), count, dt, combine);
+  if (op == ReduceOp::avg) t.divide(out, count, dt, n);
+}
+
 // A level of a hierarchical schedule: direct where its largest block is at most `direct_max_bytes`,
 // else the ring. Every member sees the same layout, so all choose alike.
 template <class T, class Layout, class AfterBlock = NoHook>

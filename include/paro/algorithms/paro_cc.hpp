@@ -58,6 +58,7 @@ struct HierarchicalParams {
   bool concurrent = true;                // the backend lets lanes drive their communicators at once
   bool together = false;                 // inline lanes: each level's shards in one exchange (gather_together)
   bool overlap = true;                   // paro_cc; false: paro_seq
+  bool one_round = false;                // paro_cc's all-reduce: the rail in one round (direct_all_reduce)
 };
 
 namespace hierarchical_detail {
@@ -366,7 +367,7 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
   const ReduceOp partial_op = op == ReduceOp::avg ? ReduceOp::sum : op;
   // Chunks of at least one element per unit member.
   std::size_t chunks = 1;
-  if (p.overlap && p.pipeline_chunk_bytes > 0)
+  if (p.overlap && !p.one_round && p.pipeline_chunk_bytes > 0)
     chunks = std::clamp<std::size_t>((count * esize + p.pipeline_chunk_bytes - 1) / p.pipeline_chunk_bytes, 1,
                                      std::max<std::size_t>(1, count / static_cast<std::size_t>(m)));
   const BlockLayout chunk_layout = BlockLayout::balanced(static_cast<int>(chunks), count);
@@ -400,6 +401,17 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
     control::barrier(h.comm);
     all_gather(0);
     return;
+  }
+  if (p.one_round) {  // small pieces: the rail's two latencies cost more than g-2 pieces more bytes
+    reduce_scatter(0);
+    const BlockList list = pieces(0);
+    char* piece = out + list.offset(j) * esize;
+    {
+      activity::LevelScope level("the rail", h.unit_count());
+      direct_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op);
+    }
+    if (op == ReduceOp::avg) h.comm.divide(piece, list.count(j), dt, h.comm.size());
+    return all_gather(0);
   }
   if (!p.concurrent) {
     // One thread cannot pipeline three lanes, but each half overlaps its levels through the rail's hooks:
@@ -437,7 +449,7 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
 }
 
 // The schedules of paro_cc (overlap) and paro_seq, for their descriptors, and their plan (ParoCcParams):
-// PARO_ALGO's "paro_cc(chunk=1M,lanes=inline,together=1,nodes_only=0,direct=0)".
+// PARO_ALGO's "paro_cc(chunk=1M,lanes=inline,together=1,nodes_only=0,direct=0,one_round=0)".
 template <bool Overlap>
 struct ParoSchedules {
   using Params = ParoCcParams;
@@ -450,7 +462,8 @@ struct ParoSchedules {
 
   static void print(std::ostream& out, const Params& p) {
     out << "chunk=" << env::format_bytes(p.pipeline_chunk_bytes) << ",lanes=" << (p.lanes_inline ? "inline" : "threads")
-        << ",together=" << p.together << ",nodes_only=" << p.nodes_only << ",direct=" << p.direct;
+        << ",together=" << p.together << ",nodes_only=" << p.nodes_only << ",direct=" << p.direct
+        << ",one_round=" << p.one_round;
   }
 
   static void set(Params& p, std::string_view key, std::string_view value) {
@@ -470,9 +483,11 @@ struct ParoSchedules {
       flag(p.nodes_only);
     } else if (key == "direct") {
       flag(p.direct);
+    } else if (key == "one_round") {
+      flag(p.one_round);
     } else {
       throw UsageError(detail::concat("paro_cc: unknown parameter '", key,
-                                      "'; allowed: chunk, lanes, together, nodes_only, direct"));
+                                      "'; allowed: chunk, lanes, together, nodes_only, direct, one_round"));
     }
   }
 
@@ -534,6 +549,7 @@ struct ParoSchedules {
     p.pipeline_chunk_bytes = plan.pipeline_chunk_bytes;
     p.together = plan.together;
     p.overlap = Overlap;
+    p.one_round = plan.one_round;
     return p;
   }
 };

@@ -419,6 +419,11 @@ class CostModel {
     return c == Collective::all_gather ? ag : c == Collective::reduce_scatter ? rs : rs + ag;
   }
 
+  // direct_all_reduce (direct.hpp) of `bytes` over n members: every buffer to every member, one round.
+  double direct_all_reduce(int n, double bytes, const Hop& h) const {
+    return n <= 1 ? 0 : h.alpha * windows(n - 1) + (n - 1) * (bytes * h.beta + reduce_us(bytes));
+  }
+
   // One direct exchange over n members (direct.hpp) carrying `lists` blocks of `block` bytes per peer: one
   // latency per window of exchanges in flight.
   double direct(Collective c, int n, double lists, double block, const Hop& h) const {

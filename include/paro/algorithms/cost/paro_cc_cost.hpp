@@ -21,9 +21,11 @@ struct ParoCcParams {
   bool together = false;                 // inline lanes: each level exchanges all its shards at once
   bool nodes_only = false;               // over the scope cut by its nodes alone (CostShape::node_cut)
   bool direct = false;                   // one shard at a time: every level direct, whatever its blocks
+  bool one_round = false;                // all-reduce: unit reduce-scatter, the rail in one round, unit all-gather
   friend bool operator==(const ParoCcParams& a, const ParoCcParams& b) {
     return a.pipeline_chunk_bytes == b.pipeline_chunk_bytes && a.lanes_inline == b.lanes_inline &&
-           a.together == b.together && a.nodes_only == b.nodes_only && a.direct == b.direct;
+           a.together == b.together && a.nodes_only == b.nodes_only && a.direct == b.direct &&
+           a.one_round == b.one_round;
   }
   friend bool operator!=(const ParoCcParams& a, const ParoCcParams& b) { return !(a == b); }
 };
@@ -159,6 +161,19 @@ class ParoCcCost {
     return best;
   }
 
+  // The all-reduce with its rail in one round, on the caller's thread: my unit reduce-scatters the buffer
+  // into pieces of N/m, the rail all-reduces my piece by sending it to every other unit at once
+  // (direct_all_reduce: one latency, (g-1) pieces out and in), my unit all-gathers the pieces. Against the
+  // rail's reduce-scatter and all-gather it saves a latency and the hooks' hand-overs for g-2 pieces
+  // more bytes: the plan for small all-reduces over many units.
+  double one_round_all_reduce(const CostShape& s, double N) const {
+    const int g = s.units[0], m = s.ranks / g;
+    const double piece = N / m;
+    const double unit =
+        m > 1 ? scatter(s, 1, piece, Overlap::inline_lanes) + gather(s, 1, piece, Overlap::inline_lanes) : 0;
+    return unit + m_.direct_all_reduce(g, piece, m_.rail_hop(s, 0));
+  }
+
   // paro_cc (overlap) and paro_seq: the levels' schedules, or one flat level where the scope has none.
   // paro_cc also runs over the scope cut by its nodes alone where that is predicted faster: a pod level
   // sends each block across the pods once, to be spread inside the pod by a second rail, whose latencies
@@ -177,6 +192,13 @@ class ParoCcCost {
   // predicted faster, each with its measured correction: inline pays no lane start and no hand-over
   // between threads, which small calls cannot hide, but it has no pipeline.
   ParoCcPrediction paro_cut(Collective c, double N, const CostShape& s, bool overlap, LaneChoice lanes) const {
+    ParoCcPrediction best = paro_levels(c, N, s, overlap, lanes);
+    if (c != Collective::all_reduce || !overlap || !s.hierarchical() || m_.direct_max_bytes() == 0) return best;
+    ParoCcPrediction one{one_round_all_reduce(s, N), {0}};
+    one.params.lanes_inline = one.params.one_round = true;
+    return measured_paro_cc(c, N, one) < measured_paro_cc(c, N, best) ? one : best;
+  }
+  ParoCcPrediction paro_levels(Collective c, double N, const CostShape& s, bool overlap, LaneChoice lanes) const {
     if (!s.hierarchical()) return {m_.flat_level(c, N, s.ranks, m_.flat_link(s)), {0}};
     const double block = N / s.ranks;
     auto levels = [&](Overlap o, bool all_direct) {
