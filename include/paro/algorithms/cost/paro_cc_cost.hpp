@@ -193,7 +193,10 @@ class ParoCcCost {
   // between threads, which small calls cannot hide, but it has no pipeline.
   ParoCcPrediction paro_cut(Collective c, double N, const CostShape& s, bool overlap, LaneChoice lanes) const {
     ParoCcPrediction best = paro_levels(c, N, s, overlap, lanes);
-    if (c != Collective::all_reduce || !overlap || !s.hierarchical() || m_.direct_max_bytes() == 0) return best;
+    // One round runs on the caller's thread: not where the lanes are held to threads of their own.
+    if (c != Collective::all_reduce || !overlap || !s.hierarchical() || m_.direct_max_bytes() == 0 ||
+        lanes == LaneChoice::threads)
+      return best;
     ParoCcPrediction one{one_round_all_reduce(s, N), {0}};
     one.params.lanes_inline = one.params.one_round = true;
     return measured_paro_cc(c, N, one) < measured_paro_cc(c, N, best) ? one : best;
