@@ -87,29 +87,10 @@ TEST(CudaProjection, MatchesTheDefinition) {
     paro::cuda::check(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
     const std::vector<float> r = download(dr, s.random_count()), p = download(dp, rows * ldp),
                              back = download(dback, rows * ldh);
-    double worst_p = 0, worst_back = 0;
-    std::size_t at = 0, p_col = 0;
-    for (std::size_t j = 0; j < s.blocks(); ++j) {
-      const std::size_t b = s.block_size(j), w = s.block_width(j), c0 = s.block_begin(j);
-      for (std::size_t row = 0; row < rows; ++row) {
-        for (std::size_t k = 0; k < w; ++k) {
-          double expected = 0;
-          for (std::size_t c = 0; c < b; ++c) expected += double{h[row * ldh + c0 + c]} * r[at + c * w + k];
-          worst_p = std::max(worst_p, std::fabs(expected - p[row * ldp + p_col + k]) / (1.0 + std::fabs(expected)));
-        }
-        for (std::size_t c = 0; c < b; ++c) {
-          double expected = 0;
-          for (std::size_t k = 0; k < w; ++k) expected += double{p[row * ldp + p_col + k]} * r[at + c * w + k];
-          expected *= 0.5 / static_cast<double>(w);
-          worst_back =
-              std::max(worst_back, std::fabs(expected - back[row * ldh + c0 + c]) / (1.0 + std::fabs(expected)));
-        }
-      }
-      at += b * w;
-      p_col += w;
-    }
-    EXPECT_LT(worst_p, 1e-5) << "cols " << s.cols << " block " << s.block_cols << " width " << s.width;
-    EXPECT_LT(worst_back, 1e-5) << "cols " << s.cols << " block " << s.block_cols << " width " << s.width;
+    const auto worst =
+        paro::testing::projection_errors(s, r.data(), h.data(), ldh, rows, p.data(), ldp, back.data(), 0.5);
+    EXPECT_LT(worst.projection, 1e-5) << "cols " << s.cols << " block " << s.block_cols << " width " << s.width;
+    EXPECT_LT(worst.reconstruction, 1e-5) << "cols " << s.cols << " block " << s.block_cols << " width " << s.width;
   }
 }
 

@@ -6,6 +6,7 @@
 // be bit-identical on every rank. Gradients and outputs live in the transport's memory (device memory on
 // a device transport).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "paro/communicator/communicator.hpp"
+#include "paro/compression/projection_shape.hpp"
 #include "paro/compression/random_stream.hpp"
 #include "paro/compression/separate_math.hpp"
 #include "paro/compression/separate_options.hpp"
@@ -42,6 +44,40 @@ inline std::string describe(const SeparateCase& c, int ranks) {
 inline float separate_input(int m, std::size_t t, std::uint32_t s, std::size_t i) {
   return std::sin(0.37f * static_cast<float>(i % 1009) + 1.3f * static_cast<float>(m) + 0.7f * static_cast<float>(t) +
                   0.21f * static_cast<float>(s));
+}
+
+// The largest relative errors of a projection P of H and of its reconstruction back = scale / w P R^T,
+// against their definitions computed in double from the same R (in the random stream's order), for any
+// kernel that computed them (BLAS or loops on the host, cuBLAS on the GPU).
+struct ProjectionErrors {
+  double projection = 0, reconstruction = 0;
+};
+inline ProjectionErrors projection_errors(const compression::ProjectionShape& s, const float* r, const float* h,
+                                          std::size_t ldh, std::size_t rows, const float* p, std::size_t ldp,
+                                          const float* back, double scale) {
+  ProjectionErrors worst;
+  auto relative = [](double expected, float got) { return std::fabs(expected - got) / (1.0 + std::fabs(expected)); };
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::size_t at = 0, p_col = 0;
+    for (std::size_t j = 0; j < s.blocks(); ++j) {
+      const std::size_t b = s.block_size(j), w = s.block_width(j), c0 = s.block_begin(j);
+      for (std::size_t k = 0; k < w; ++k) {
+        double expected = 0;
+        for (std::size_t c = 0; c < b; ++c) expected += static_cast<double>(h[row * ldh + c0 + c]) * r[at + c * w + k];
+        worst.projection = std::max(worst.projection, relative(expected, p[row * ldp + p_col + k]));
+      }
+      for (std::size_t c = 0; c < b; ++c) {
+        double expected = 0;
+        for (std::size_t k = 0; k < w; ++k)
+          expected += static_cast<double>(p[row * ldp + p_col + k]) * r[at + c * w + k];
+        expected *= scale / static_cast<double>(w);
+        worst.reconstruction = std::max(worst.reconstruction, relative(expected, back[row * ldh + c0 + c]));
+      }
+      at += b * w;
+      p_col += w;
+    }
+  }
+  return worst;
 }
 
 namespace separate_check_detail {
