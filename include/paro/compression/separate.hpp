@@ -61,10 +61,7 @@ class Separate {
     return tensors_.size() - 1;
   }
 
-  const Tensor& tensor(TensorId id) const {
-    detail::require(id < tensors_.size(), "SEPARATE tensor id ", id, ": only ", tensors_.size(), " registered");
-    return tensors_[id];
-  }
+  const Tensor& tensor(TensorId id) const { return separate_detail::tensor_at(tensors_, id); }
   // This rank's error buffer of a tensor (rows x cols; empty without error feedback or compression).
   const std::vector<float>& error(TensorId id) const { return tensor(id).error; }
   const Traffic& last_call() const { return traffic_; }
@@ -82,7 +79,7 @@ class Separate {
     Transport& scoped = comm.transport(o_.collective.scope);
     const int n = scoped.size();
     require_no_open_step("all_reduce");
-    validate(grads, "all_reduce", n, false);
+    separate_detail::validate_gradients(tensors_, grads, "all_reduce", n, false);
     std::size_t total = 0;
     const std::vector<Unit> units = separate_detail::units_of(tensors_, grads, total);
     const std::vector<Chunk> chunks = separate_detail::chunks_of(o_, units, total);
@@ -129,7 +126,7 @@ class Separate {
   // hands to adapt(); otherwise it returns none and the step is complete. One step at a time: grads must
   // hold the same gradients from project() to reconstruct().
   std::size_t wire_floats(const std::vector<Gradient>& grads) const {
-    validate(grads, "wire_floats", 1, false);
+    separate_detail::validate_gradients(tensors_, grads, "wire_floats", 1, false);
     std::size_t total = 0;
     separate_detail::units_of(tensors_, grads, total);
     return total;
@@ -137,19 +134,19 @@ class Separate {
 
   void project(const std::vector<Gradient>& grads, float* wire) {
     require_no_open_step("project");
-    validate(grads, "project", 1, false);
+    separate_detail::validate_gradients(tensors_, grads, "project", 1, false);
     std::size_t total = 0;
     const std::vector<Unit> units = separate_detail::units_of(tensors_, grads, total);
     detail::require(wire != nullptr || total == 0, "SEPARATE project: the wire is null; it must hold ", total,
                     " floats");
     work_.prepare(o_, tensors_, grads);
     for (const Unit& u : units) separate_detail::project_unit(tensors_, work_, grads, u, wire);
-    step_ = {Phase::projected, ids_of(grads), total, 0};
+    step_ = {Phase::projected, separate_detail::ids_of(grads), total, 0};
   }
 
   std::vector<double> reconstruct(const std::vector<Gradient>& grads, const float* summed_wire, int ranks) {
     detail::require(
-        step_.phase == Phase::projected && step_.ids == ids_of(grads), "SEPARATE reconstruct: ",
+        step_.phase == Phase::projected && step_.ids == separate_detail::ids_of(grads), "SEPARATE reconstruct: ",
         step_.phase == Phase::projected ? "the tensors differ from the step's project()" : "no project() before it");
     detail::require(ranks >= 1, "SEPARATE reconstruct: ranks ", ranks, "; the wire's sum over >= 1 ranks");
     detail::require(summed_wire != nullptr || step_.wire_floats == 0, "SEPARATE reconstruct: the summed wire is null");
@@ -160,7 +157,7 @@ class Separate {
     std::vector<double> adapting = adapting_cosines(grads, cosines);
     step_.ranks = ranks;
     if (adapting.empty()) {
-      complete_step(grads.size());
+      complete_step();
     } else {
       step_.phase = Phase::adapting;
     }
@@ -174,7 +171,7 @@ class Separate {
     detail::require(summed_cosines.size() == adapting_.size(), "SEPARATE adapt: ", summed_cosines.size(),
                     " cosines for ", adapting_.size(), " adapting tensors");
     apply_adaptation(summed_cosines, step_.ranks);
-    complete_step(step_.ids.size());
+    complete_step();
   }
 
   // Sharded gradients (ZeRO / PaRO-DP): rank j of the scope receives rows [j rows/n, (j+1) rows/n) of the
@@ -187,7 +184,7 @@ class Separate {
     const int n = scoped.size();
     const std::size_t me = static_cast<std::size_t>(scoped.rank());
     require_no_open_step("reduce_scatter");
-    validate(grads, "reduce_scatter", n, true);
+    separate_detail::validate_gradients(tensors_, grads, "reduce_scatter", n, true);
     // Rank j's section holds every tensor's part for j: rows/n rows of P, or elements/n plain values.
     std::vector<std::size_t> offset(grads.size());
     std::size_t section = 0;
@@ -265,10 +262,6 @@ class Separate {
                     "needs its reconstruct(), and adapt() where that returned cosines)");
   }
 
-  void validate(const std::vector<Gradient>& grads, const char* what, int n, bool sharded) const {
-    separate_detail::validate_gradients(tensors_, grads, what, n, sharded);
-  }
-
   // Step 6 and the step count; the traffic of the call. G-SEPARATE: the ranks' mean cosine, summed by a
   // tree all-reduce (whose result is bit-identical on every rank), drives the same width and beta everywhere.
   template <class Transport>
@@ -280,8 +273,8 @@ class Separate {
                       {Algorithm::tree, o_.collective.scope});
       apply_adaptation(sums, comm.transport(o_.collective.scope).size());
     }
-    step_ = {Phase::idle, ids_of(grads), wire_floats, 0};
-    complete_step(grads.size());
+    step_ = {Phase::idle, separate_detail::ids_of(grads), wire_floats, 0};
+    complete_step();
   }
 
   // The cosines of the tensors that adapt at this step (adapting_ says which), to be summed over the ranks.
@@ -297,26 +290,14 @@ class Separate {
   }
 
   void apply_adaptation(const std::vector<double>& summed_cosines, int ranks) {
-    for (std::size_t k = 0; k < adapting_.size(); ++k)
-      separate_detail::adapt(o_, tensors_[adapting_[k]], summed_cosines[k] / ranks);
+    separate_detail::adapt_all(o_, tensors_, adapting_, summed_cosines, ranks);
     adapting_.clear();
   }
 
   // The step of step_.ids is done: its traffic, and every tensor's next step.
-  void complete_step(std::size_t tensors) {
-    traffic_ = {step_.wire_floats * sizeof(float), 0};
-    for (std::size_t k = 0; k < tensors; ++k) {
-      Tensor& t = tensors_[step_.ids[k]];
-      traffic_.dense_bytes += t.rows * t.cols * size_of(t.dtype);
-      ++t.step;
-    }
+  void complete_step() {
+    traffic_ = separate_detail::complete_step(tensors_, step_.ids, step_.wire_floats);
     step_.phase = Phase::idle;
-  }
-
-  static std::vector<TensorId> ids_of(const std::vector<Gradient>& grads) {
-    std::vector<TensorId> ids;
-    for (const Gradient& g : grads) ids.push_back(g.id);
-    return ids;
   }
 
   // Where the step-wise form is (project -> reconstruct [-> adapt]); the all-reduce and reduce-scatter

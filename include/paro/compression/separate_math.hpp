@@ -144,6 +144,38 @@ inline void validate_gradients(const std::vector<SeparateTensor>& tensors, const
   }
 }
 
+// A registered tensor by id, or an error naming how many there are.
+inline const SeparateTensor& tensor_at(const std::vector<SeparateTensor>& tensors, std::size_t id) {
+  detail::require(id < tensors.size(), "SEPARATE tensor id ", id, ": only ", tensors.size(), " registered");
+  return tensors[id];
+}
+
+// The tensors a call passes, in its order.
+inline std::vector<std::size_t> ids_of(const std::vector<SeparateGradient>& grads) {
+  std::vector<std::size_t> ids;
+  for (const SeparateGradient& g : grads) ids.push_back(g.id);
+  return ids;
+}
+
+// Step 6 for the tensors `ids` that adapt at this step, from their cosines summed over `ranks` ranks (the
+// same bits on every rank, so every rank takes the same width and beta).
+inline void adapt_all(const SeparateOptions& o, std::vector<SeparateTensor>& tensors,
+                      const std::vector<std::size_t>& ids, const std::vector<double>& summed_cosines, int ranks) {
+  for (std::size_t k = 0; k < ids.size(); ++k) adapt(o, tensors[ids[k]], summed_cosines[k] / ranks);
+}
+
+// A call over the tensors `ids` is done: each moves to its next step; returns what the call moved.
+inline Traffic complete_step(std::vector<SeparateTensor>& tensors, const std::vector<std::size_t>& ids,
+                             std::size_t wire_floats) {
+  Traffic traffic{wire_floats * sizeof(float), 0};
+  for (std::size_t id : ids) {
+    SeparateTensor& t = tensors[id];
+    traffic.dense_bytes += t.rows * t.cols * size_of(t.dtype);
+    ++t.step;
+  }
+  return traffic;
+}
+
 template <class F>
 void visit_grad(const SeparateTensor& t, F&& f) {
   switch (t.dtype) {

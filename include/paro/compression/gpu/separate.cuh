@@ -137,10 +137,7 @@ class Separate {
     return tensors_.size() - 1;
   }
 
-  const Tensor& tensor(TensorId id) const {
-    paro::detail::require(id < tensors_.size(), "SEPARATE tensor id ", id, ": only ", tensors_.size(), " registered");
-    return tensors_[id];
-  }
+  const Tensor& tensor(TensorId id) const { return separate_detail::tensor_at(tensors_, id); }
 
   // This rank's error buffer of a tensor, copied to the host (empty without error feedback, compression, or
   // before the first call).
@@ -235,12 +232,7 @@ class Separate {
     finish("SEPARATE's reconstruction");
     adapt(comm, grads, measured, cosines);
 
-    traffic_ = {wire_floats * sizeof(float), 0};
-    for (const Gradient& g : grads) {
-      Tensor& t = tensors_[g.id];
-      traffic_.dense_bytes += t.rows * t.cols * size_of(t.dtype);
-      ++t.step;
-    }
+    traffic_ = separate_detail::complete_step(tensors_, separate_detail::ids_of(grads), wire_floats);
   }
 
  private:
@@ -276,17 +268,19 @@ class Separate {
   template <class Transport>
   void adapt(Communicator<Transport>& comm, const std::vector<Gradient>& grads, const std::vector<bool>& measured,
              double* cosines) {
-    std::vector<std::size_t> adapting;
+    std::vector<std::size_t> adapting;  // indices into grads
     for (std::size_t i = 0; i < grads.size(); ++i)
       if (measured[i]) adapting.push_back(i);
     if (adapting.empty()) return;
     std::vector<double> sums(3 * grads.size()), values;
+    std::vector<TensorId> ids;
     paro::cuda::check(cudaMemcpy(sums.data(), cosines, sums.size() * sizeof(double), cudaMemcpyDeviceToHost),
                       "cudaMemcpy (SEPARATE cosines)");
     for (std::size_t i : adapting) {
       separate_detail::Cosine c;
       c.dot = sums[3 * i], c.estimate = sums[3 * i + 1], c.grad = sums[3 * i + 2];
       values.push_back(c.value());
+      ids.push_back(grads[i].id);
     }
     paro::cuda::check(cudaMemcpy(cosines, values.data(), values.size() * sizeof(double), cudaMemcpyHostToDevice),
                       "cudaMemcpy (SEPARATE cosines)");
@@ -294,9 +288,7 @@ class Separate {
                     {Algorithm::tree, o_.collective.scope});
     paro::cuda::check(cudaMemcpy(values.data(), cosines, values.size() * sizeof(double), cudaMemcpyDeviceToHost),
                       "cudaMemcpy (SEPARATE cosines)");
-    const int n = comm.transport(o_.collective.scope).size();
-    for (std::size_t k = 0; k < adapting.size(); ++k)
-      separate_detail::adapt(o_, tensors_[grads[adapting[k]].id], values[k] / n);
+    separate_detail::adapt_all(o_, tensors_, ids, values, comm.transport(o_.collective.scope).size());
   }
 
   struct DeviceFree {
