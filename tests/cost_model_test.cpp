@@ -363,29 +363,55 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
 // window and my own, every other one window; each unit once, in the order the rail's hooks come.
 TEST(Predictions, RailBatchesFollowTheWindowsOfTheDirectExchange) {
   using paro::algorithms::hierarchical_detail::rail_batches;
-  EXPECT_EQ(rail_batches(2, 1, true), (std::vector<std::vector<int>>{{1, 0}}));
-  EXPECT_EQ(rail_batches(2, 1, false), (std::vector<std::vector<int>>{{0, 1}}));
-  for (int g : {2, 5, 17, 18, 33, 34, 40})
-    for (bool own_first : {true, false}) {
-      const int mine = g / 3;
-      const auto batches = rail_batches(g, mine, own_first);
-      std::vector<int> order;
-      for (const auto& b : batches) order.insert(order.end(), b.begin(), b.end());
-      ASSERT_EQ(static_cast<int>(order.size()), g) << g;
-      for (int k = 0; k < g; ++k) EXPECT_EQ(order[k], ((mine - (own_first ? k : k + 1)) % g + g) % g) << g << " " << k;
-      const int windows = (g - 2) / 16 + 1;
-      ASSERT_EQ(static_cast<int>(batches.size()), windows) << g;
-      if (windows == 1) continue;
-      EXPECT_EQ(batches.front().size(), own_first ? 17u : 16u) << g;
-      EXPECT_EQ(batches.back().size(), static_cast<std::size_t>(g - 1 - 16 * (windows - 1) + (own_first ? 0 : 1))) << g;
-    }
+  EXPECT_EQ(rail_batches(2, 1, true, 16), (std::vector<std::vector<int>>{{1, 0}}));
+  EXPECT_EQ(rail_batches(2, 1, false, 16), (std::vector<std::vector<int>>{{0, 1}}));
+  for (int w : {3, 16})
+    for (int g : {2, 5, 17, 18, 33, 34, 40})
+      for (bool own_first : {true, false}) {
+        const int mine = g / 3;
+        const auto batches = rail_batches(g, mine, own_first, w);
+        std::vector<int> order;
+        for (const auto& b : batches) order.insert(order.end(), b.begin(), b.end());
+        ASSERT_EQ(static_cast<int>(order.size()), g) << g;
+        for (int k = 0; k < g; ++k)
+          EXPECT_EQ(order[k], ((mine - (own_first ? k : k + 1)) % g + g) % g) << g << " " << k;
+        const int windows = (g - 2) / w + 1;
+        ASSERT_EQ(static_cast<int>(batches.size()), windows) << g << " window " << w;
+        if (windows == 1) continue;
+        EXPECT_EQ(batches.front().size(), static_cast<std::size_t>(own_first ? w + 1 : w)) << g;
+        EXPECT_EQ(batches.back().size(), static_cast<std::size_t>(g - 1 - w * (windows - 1) + (own_first ? 0 : 1)))
+            << g;
+      }
+}
+
+// A direct exchange keeps about PARO_DIRECT_WINDOW bytes in flight: small blocks go to every peer at once
+// (one latency), large ones 16 at a time; 0 holds every exchange to 16.
+TEST(Predictions, DirectWindowCarriesItsBytesInFlight) {
+  using paro::algorithms::direct_window;
+  const double MiB = 1 << 20;
+  EXPECT_EQ(direct_window(128, 64, MiB), 127);         // a 64 KiB all-gather's rail at 1024 ranks
+  EXPECT_EQ(direct_window(1024, 8192, MiB), 128);      // 1 MiB in flight
+  EXPECT_EQ(direct_window(1024, 16384 + 1, MiB), 64);  // rounded up
+  EXPECT_EQ(direct_window(128, MiB, MiB), 16);         // large blocks: at least 16
+  EXPECT_EQ(direct_window(128, 64, 0), 16);
+  EXPECT_EQ(direct_window(5, 1, MiB), 4);
+  EXPECT_EQ(direct_window(2, 0, MiB), 1);
+  EXPECT_EQ(direct_window(1, 0, MiB), 1);
+  // The model prices what direct.hpp runs: one window's latency for a small exchange over 128 members,
+  // eight for a large one.
+  const CostModel model(per_rank_nic(1, 5), per_rank_nic(1, 5));
+  const CostModel::Hop h{5, 1e-5};
+  EXPECT_DOUBLE_EQ(model.direct(Collective::all_gather, 128, 1, 64, h), 5 + 127 * 64 * 1e-5);
+  EXPECT_DOUBLE_EQ(model.direct(Collective::all_gather, 128, 1, MiB, h), 8 * 5 + 127 * MiB * 1e-5);
 }
 
 // Over more units than one window, the unit moves a batch while the rail's next window flies: where the
 // unit is the faster, the all-gather takes the rail's windows and then the last batch's exchange below,
 // the reduce-scatter the first batch and then the rail; at most one window, the rail and then all shards.
+// Windows of 16 (PARO_DIRECT_WINDOW=0): with the default, 4 KiB blocks go to all 39 units at once.
 TEST(Predictions, TogetherOverSeveralWindowsOverlapsTheUnitWithTheRail) {
-  const CostModel model(per_rank_nic(1, 20), per_rank_nic(1, 20));
+  const CostModel model(per_rank_nic(1, 20), per_rank_nic(1, 20), CostModel::default_direct_max_bytes,
+                        CostModel::default_ring_window, 0);
   const double block = 4096;
   for (int g : {17, 40}) {
     const CostShape s = inline_pairs(g);
@@ -398,6 +424,10 @@ TEST(Predictions, TogetherOverSeveralWindowsOverlapsTheUnitWithTheRail) {
                           : c == Collective::all_gather ? rail_alone + unit(g - 1 - 32)
                                                         : unit(16) + rail_alone;
       EXPECT_NEAR(ParoCcCost(model).together(c, s, block), want, 1e-9 * want) << paro::name_of(c) << " " << g;
+      const CostModel wide(per_rank_nic(1, 20), per_rank_nic(1, 20));
+      const double one_window = wide.direct(c, g, 1, block, rail) + wide.direct(c, 2, g, block, node);
+      EXPECT_NEAR(ParoCcCost(wide).together(c, s, block), one_window, 1e-9 * one_window)
+          << paro::name_of(c) << " " << g;
     }
   }
 }

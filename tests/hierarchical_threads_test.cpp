@@ -146,6 +146,7 @@ TEST_P(HierarchicalLanes, ParoCcExact) {
   }
   unsetenv("PARO_RING_CHUNK");
   unsetenv("PARO_CC_CHUNK");
+  unsetenv("PARO_DIRECT_WINDOW");
   unsetenv("PARO_CC_TOGETHER");
   unsetenv("PARO_DIRECT_MAX");
   unsetenv("PARO_LANES");
@@ -210,32 +211,36 @@ TEST(HierarchicalOneRound, ParoCcAllReduceExact) {
   unsetenv("PARO_LANES");
 }
 
-// Inline lanes together over rails of more units than direct exchanges in flight (16): my unit moves the
-// units' shards in batches of a window while the rail's next window flies (paro_cc.hpp, rail_batches);
-// 18 units: two windows, 34: three; whole, and in pieces (PARO_CC_CHUNK=1K: 43 for 300 floats per rank on
-// 36 ranks).
+// Inline lanes together over rails of more units than direct exchanges in flight (16 with
+// PARO_DIRECT_WINDOW=0; small blocks otherwise go to every unit at once): my unit moves the units' shards
+// in batches of a window while the rail's next window flies (paro_cc.hpp, rail_batches); 18 units: two
+// windows, 34: three; whole, and in pieces (PARO_CC_CHUNK=1K: 43 for 300 floats per rank on 36 ranks);
+// and with the default window, one.
 TEST(HierarchicalBatches, ParoCcExactOverSeveralWindows) {
   setenv("PARO_LANES", "inline", 1);
   setenv("PARO_DIRECT_MAX", "1M", 1);
   setenv("PARO_CC_TOGETHER", "1", 1);
-  for (const char* chunk : {"0", "1K"})
-    for (const char* emulate : {"nodes=18,ranks=2", "nodes=34,ranks=2"}) {
-      setenv("PARO_CC_CHUNK", chunk, 1);
-      auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
-        std::vector<std::string> f;
-        for (Collective coll : all_collectives)
-          for (auto dt : {paro::DataType::f32, paro::DataType::i32})
-            for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{300}})
-              for (bool in_place : {false, true}) {
-                auto msg =
-                    paro::testing::run_case(comm, {coll, Algorithm::paro_cc, dt, paro::ReduceOp::sum, count, in_place});
-                if (!msg.empty()) f.push_back(msg);
-              }
-        return f;
-      });
-      EXPECT_TRUE(failures.empty()) << emulate << " PARO_CC_CHUNK=" << chunk << "\n"
-                                    << paro::testing::first_lines(failures);
-    }
+  for (const char* window : {"0", "1M"})
+    for (const char* chunk : {"0", "1K"})
+      for (const char* emulate : {"nodes=18,ranks=2", "nodes=34,ranks=2"}) {
+        setenv("PARO_DIRECT_WINDOW", window, 1);
+        setenv("PARO_CC_CHUNK", chunk, 1);
+        auto failures = paro::testing::on_cluster(emulate, "node", [](auto& comm) {
+          std::vector<std::string> f;
+          for (Collective coll : all_collectives)
+            for (auto dt : {paro::DataType::f32, paro::DataType::i32})
+              for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{300}})
+                for (bool in_place : {false, true}) {
+                  auto msg = paro::testing::run_case(
+                      comm, {coll, Algorithm::paro_cc, dt, paro::ReduceOp::sum, count, in_place});
+                  if (!msg.empty()) f.push_back(msg);
+                }
+          return f;
+        });
+        EXPECT_TRUE(failures.empty()) << emulate << " PARO_CC_CHUNK=" << chunk << " PARO_DIRECT_WINDOW=" << window
+                                      << "\n"
+                                      << paro::testing::first_lines(failures);
+      }
   unsetenv("PARO_CC_CHUNK");
   unsetenv("PARO_CC_TOGETHER");
   unsetenv("PARO_DIRECT_MAX");

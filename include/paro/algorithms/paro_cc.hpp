@@ -53,7 +53,7 @@ namespace paro::algorithms {
 
 struct HierarchicalParams {
   RingParams ring;                       // the ring steps inside each level
-  std::size_t direct_max_bytes = 0;      // levels whose blocks are at most this exchange directly (direct.hpp)
+  DirectParams direct{0};                // levels whose blocks are at most direct.max_bytes exchange directly
   std::size_t pipeline_chunk_bytes = 0;  // paro_cc pipeline chunk (of the full buffer); 0: one chunk
   bool concurrent = true;                // the backend lets lanes drive their communicators at once
   bool together = false;                 // inline lanes: each level's shards in one exchange (gather_together)
@@ -89,11 +89,11 @@ inline bool runs_together(const HierarchicalParams& p) { return p.overlap && !p.
 
 // The batches of gather_together / scatter_together over a rail of g units: unit numbers, in the order the
 // rail's hooks come. The all-gather's start with my own unit's shard (mine, mine-1, ...), its first batch
-// my own and the rail's first window of exchanges in flight (direct.hpp); the reduce-scatter's end with it
-// (mine-1, mine-2, ..., mine), its last batch the rail's last window and my own; every other batch one
-// window. A rail of at most one window is one batch. ParoCcCost::together prices them.
-inline std::vector<std::vector<int>> rail_batches(int g, int mine, bool own_first) {
-  const int window = std::min(direct_detail::peers_in_flight, g - 1);
+// my own and the rail's first window of `window` exchanges in flight (direct.hpp); the reduce-scatter's
+// end with it (mine-1, mine-2, ..., mine), its last batch the rail's last window and my own; every other
+// batch one window. A rail of at most one window is one batch. ParoCcCost::together prices them.
+inline std::vector<std::vector<int>> rail_batches(int g, int mine, bool own_first, int window) {
+  window = std::clamp(window, 1, std::max(g - 1, 1));
   std::vector<std::vector<int>> batches(1);
   for (int k = 1; k <= g; ++k) {  // the k-th hook
     batches.back().push_back(before(mine, own_first ? k - 1 : k % g, g));
@@ -123,22 +123,34 @@ struct TogetherLevel {
   Hierarchy<T>* h;
   std::vector<TogetherItem> items;        // in the order they run
   std::vector<std::vector<int>> batches;  // rail_batches of every item; none on the last level
+  int window = 1;                         // exchanges in flight (the rail's; the last level's own), for every item
   std::size_t next = 0;                   // the next item to run
   std::size_t ready = 0;                  // all-gather: items whose shards have all arrived from the level above
   // The last level exchanges across all its members: a flat one, or units of different sizes.
   bool last() const { return h->flat() || !h->even(); }
 };
 
+// The exchanges in flight of a level's largest exchange (the rail's above the last level, the lists' on
+// it), so that every item's windows follow the level's batches.
+template <class T>
+int level_window(const TogetherLevel<T>& level, DataType dt, const DirectParams& direct) {
+  std::size_t largest = 0;
+  for (const TogetherItem& item : level.items) {
+    const std::vector<BlockList>& blocks = level.last() ? item.lists : item.rails;
+    largest = std::max(largest, exchange_bytes(blocks.data(), blocks.size(), dt));
+  }
+  return direct.window(level.last() ? level.h->comm.size() : level.h->unit_count(), largest);
+}
+
 // The items of every level below `top`'s, top first, with their rails. A reduce-scatter's rails reduce
 // from one scratch of `scratch_elements`, each list's partials packed in rail order.
 template <class T>
-std::vector<TogetherLevel<T>> together_levels(Hierarchy<T>& h, std::vector<TogetherItem> top, bool reduce,
-                                              std::size_t& scratch_elements) {
+std::vector<TogetherLevel<T>> together_levels(Hierarchy<T>& h, std::vector<TogetherItem> top, bool reduce, DataType dt,
+                                              const DirectParams& direct, std::size_t& scratch_elements) {
   std::vector<TogetherLevel<T>> levels{{&h, std::move(top), {}}};
   scratch_elements = 0;
   for (std::size_t x = 0; !levels[x].last(); ++x) {
     Hierarchy<T>& level = *levels[x].h;
-    levels[x].batches = rail_batches(level.unit_count(), level.my_unit, /*own_first=*/!reduce);
     for (TogetherItem& item : levels[x].items)
       for (const BlockList& l : item.lists) {
         BlockList rail = rail_blocks(level, l);
@@ -148,6 +160,8 @@ std::vector<TogetherLevel<T>> together_levels(Hierarchy<T>& h, std::vector<Toget
         }
         item.rails.push_back(std::move(rail));
       }
+    levels[x].window = level_window(levels[x], dt, direct);
+    levels[x].batches = rail_batches(level.unit_count(), level.my_unit, /*own_first=*/!reduce, levels[x].window);
     TogetherLevel<T> below{level.unit.get(), {}, {}};
     for (const TogetherItem& item : levels[x].items)
       for (const std::vector<int>& batch : levels[x].batches) {
@@ -161,6 +175,7 @@ std::vector<TogetherLevel<T>> together_levels(Hierarchy<T>& h, std::vector<Toget
       }
     levels.push_back(std::move(below));
   }
+  levels.back().window = level_window(levels.back(), dt, direct);
   return levels;
 }
 
@@ -170,7 +185,7 @@ void run_gather(std::vector<TogetherLevel<T>>& levels, std::size_t x, char* buf,
   TogetherLevel<T>& level = levels[x];
   const TogetherItem& item = level.items[level.next++];
   Hierarchy<T>& h = *level.h;
-  if (level.last()) return direct_all_gather(h.comm, buf, item.lists.data(), item.lists.size(), dt);
+  if (level.last()) return direct_all_gather(h.comm, buf, item.lists.data(), item.lists.size(), dt, level.window);
   TogetherLevel<T>& below = levels[x + 1];
   auto unit = [&] {
     activity::LevelScope unit_level("the unit", h.unit_size());
@@ -180,7 +195,7 @@ void run_gather(std::vector<TogetherLevel<T>>& levels, std::size_t x, char* buf,
   std::size_t landed = 0;
   bool first = true;
   activity::LevelScope rail_level("the rail", h.unit_count());
-  direct_all_gather(h.rail, buf, item.rails.data(), item.rails.size(), dt, [&](int u) {
+  direct_all_gather(h.rail, buf, item.rails.data(), item.rails.size(), dt, level.window, [&](int u) {
     if (std::exchange(first, false) && below.next < below.ready) unit();
     if (u != batches[landed].back()) return;
     ++below.ready;
@@ -189,11 +204,12 @@ void run_gather(std::vector<TogetherLevel<T>>& levels, std::size_t x, char* buf,
 }
 
 template <class T>
-void gather_together(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataType dt, std::size_t pieces) {
+void gather_together(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataType dt, std::size_t pieces,
+                     const DirectParams& direct) {
   std::vector<TogetherItem> top(pieces);
   for (std::size_t k = 0; k < pieces; ++k) top[k].lists = {piece_of(blocks, k, pieces)};
   std::size_t no_scratch = 0;
-  auto levels = together_levels(h, std::move(top), /*reduce=*/false, no_scratch);
+  auto levels = together_levels(h, std::move(top), /*reduce=*/false, dt, direct, no_scratch);
   for (std::size_t k = 0; k < pieces; ++k) run_gather(levels, 0, buf, dt);
   for (std::size_t x = 1; x < levels.size(); ++x)
     while (levels[x].next < levels[x].ready) run_gather(levels, x, buf, dt);
@@ -211,7 +227,8 @@ void run_scatter(std::vector<TogetherLevel<T>>& levels, std::size_t x, const cha
   for (std::size_t at : item.outs) outs.push_back(scratch + at * size_of(dt));
   ++level.next;
   Hierarchy<T>& h = *level.h;
-  if (level.last()) return direct_reduce_scatter(h.comm, in, outs.data(), item.lists.data(), item.lists.size(), dt, op);
+  if (level.last())
+    return direct_reduce_scatter(h.comm, in, outs.data(), item.lists.data(), item.lists.size(), dt, op, level.window);
   TogetherLevel<T>& below = levels[x + 1];
   auto unit = [&] {
     activity::LevelScope unit_level("the unit", h.unit_size());
@@ -228,15 +245,15 @@ void run_scatter(std::vector<TogetherLevel<T>>& levels, std::size_t x, const cha
       unit();
     }
   };
-  direct_reduce_scatter(h.rail, scratch, outs.data(), item.rails.data(), item.rails.size(), dt, op, NoHook{},
-                        after_send);
+  direct_reduce_scatter(h.rail, scratch, outs.data(), item.rails.data(), item.rails.size(), dt, op, level.window,
+                        NoHook{}, after_send);
 }
 
 // Reduces the blocks of `in` (block r destined to comm rank r) and writes this rank's to `out`, which may
 // be its own block of `in`. op is never avg here: the caller divides once.
 template <class T>
 void scatter_together(Hierarchy<T>& h, const char* in, const BlockList& blocks, char* out, DataType dt, ReduceOp op,
-                      std::size_t pieces) {
+                      std::size_t pieces, const DirectParams& direct) {
   const BlockLayout my_pieces = BlockLayout::balanced(static_cast<int>(pieces), blocks.count(h.comm.rank()));
   std::vector<TogetherItem> top(pieces);
   std::vector<char*> top_outs;
@@ -245,7 +262,7 @@ void scatter_together(Hierarchy<T>& h, const char* in, const BlockList& blocks, 
     top_outs.push_back(out + my_pieces.offset(static_cast<int>(k)) * size_of(dt));
   }
   std::size_t scratch_elements = 0;
-  auto levels = together_levels(h, std::move(top), /*reduce=*/true, scratch_elements);
+  auto levels = together_levels(h, std::move(top), /*reduce=*/true, dt, direct, scratch_elements);
   auto scratch = h.comm.allocate(scratch_elements * size_of(dt));
   // Every level's first item's first batch before the level above starts (deepest first).
   for (std::size_t x = levels.size(); x-- > 1;) run_scatter(levels, x, in, scratch.data(), top_outs, dt, op);
@@ -264,8 +281,8 @@ inline HierarchicalParams inner(HierarchicalParams p) {
 template <class T>
 void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataType dt, const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
-  if (hd::flat_path(h, "paro all_gather")) return level_all_gather(h.comm, buf, blocks, dt, p.ring, p.direct_max_bytes);
-  if (hd::runs_together(p)) return hd::gather_together(h, buf, blocks, dt, hd::piece_count(blocks, dt, p));
+  if (hd::flat_path(h, "paro all_gather")) return level_all_gather(h.comm, buf, blocks, dt, p.ring, p.direct);
+  if (hd::runs_together(p)) return hd::gather_together(h, buf, blocks, dt, hd::piece_count(blocks, dt, p), p.direct);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
   auto shard = [&](const BlockList& piece, int u) {
@@ -274,7 +291,7 @@ void paro_all_gather(Hierarchy<T>& h, char* buf, const BlockList& blocks, DataTy
   };
   auto rail = [&](const BlockList& piece, auto&& after_block) {
     activity::LevelScope level("the rail", g);
-    level_all_gather(h.rail, buf, hd::rail_blocks(h, piece), dt, p.ring, p.direct_max_bytes, after_block);
+    level_all_gather(h.rail, buf, hd::rail_blocks(h, piece), dt, p.ring, p.direct, after_block);
   };
   if (!p.overlap) {
     rail(blocks, NoHook{});
@@ -308,8 +325,9 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
                          const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
   if (hd::flat_path(h, "paro reduce_scatter"))
-    return level_reduce_scatter(h.comm, in, out, blocks, dt, op, p.ring, p.direct_max_bytes);
-  if (hd::runs_together(p)) return hd::scatter_together(h, in, blocks, out, dt, op, hd::piece_count(blocks, dt, p));
+    return level_reduce_scatter(h.comm, in, out, blocks, dt, op, p.ring, p.direct);
+  if (hd::runs_together(p))
+    return hd::scatter_together(h, in, blocks, out, dt, op, hd::piece_count(blocks, dt, p), p.direct);
   const std::size_t esize = size_of(dt);
   const int g = h.unit_count(), mine = h.my_unit;
   const HierarchicalParams below = hd::inner(p);
@@ -328,7 +346,7 @@ void paro_reduce_scatter(Hierarchy<T>& h, const char* in, const BlockList& block
     const std::size_t at =
         BlockLayout::balanced(static_cast<int>(pieces), partials.count(mine)).offset(static_cast<int>(k));
     activity::LevelScope level("the rail", g);
-    level_reduce_scatter(h.rail, partial, out + at * esize, target, dt, op, p.ring, p.direct_max_bytes, before_block);
+    level_reduce_scatter(h.rail, partial, out + at * esize, target, dt, op, p.ring, p.direct, before_block);
   };
   if (!p.overlap) {
     for (int i = 1; i <= g; ++i) shard(0, 1, hd::before(mine, i, g));
@@ -360,8 +378,7 @@ template <class T>
 void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t count, DataType dt, ReduceOp op,
                      const HierarchicalParams& p) {
   namespace hd = hierarchical_detail;
-  if (hd::flat_path(h, "paro all_reduce"))
-    return level_all_reduce(h.comm, in, out, count, dt, op, p.ring, p.direct_max_bytes);
+  if (hd::flat_path(h, "paro all_reduce")) return level_all_reduce(h.comm, in, out, count, dt, op, p.ring, p.direct);
   const std::size_t esize = size_of(dt);
   const int m = h.unit_size(), j = h.my_index;
   const ReduceOp partial_op = op == ReduceOp::avg ? ReduceOp::sum : op;
@@ -387,7 +404,7 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
     const BlockList list = pieces(k);
     char* piece = out + list.offset(j) * esize;
     activity::LevelScope level("the rail", h.unit_count());
-    level_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op, p.ring, p.direct_max_bytes);
+    level_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op, p.ring, p.direct);
     if (op == ReduceOp::avg) h.comm.divide(piece, list.count(j), dt, h.comm.size());
   };
   auto all_gather = [&](std::size_t k) {
@@ -408,7 +425,7 @@ void paro_all_reduce(Hierarchy<T>& h, const char* in, char* out, std::size_t cou
     char* piece = out + list.offset(j) * esize;
     {
       activity::LevelScope level("the rail", h.unit_count());
-      direct_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op);
+      direct_all_reduce(h.rail, piece, piece, list.count(j), dt, partial_op, p.direct);
     }
     if (op == ReduceOp::avg) h.comm.divide(piece, list.count(j), dt, h.comm.size());
     return all_gather(0);
@@ -543,7 +560,8 @@ struct ParoSchedules {
     const Params& plan = x.template params<Params>();
     HierarchicalParams p;
     p.ring = x.ring();
-    p.direct_max_bytes = plan.direct ? std::numeric_limits<std::size_t>::max() : x.direct_max_bytes();
+    p.direct = x.direct();
+    if (plan.direct) p.direct.max_bytes = std::numeric_limits<std::size_t>::max();
     p.concurrent = !plan.lanes_inline;
     // Inline lanes pipeline only where their levels exchange their shards together (runs_together).
     p.pipeline_chunk_bytes = plan.pipeline_chunk_bytes;

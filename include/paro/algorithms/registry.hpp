@@ -20,7 +20,7 @@
 //   static void set(Params&, std::string_view key, std::string_view value)   one pin; UsageError if bad
 //   static void settle(Params&, const CostShape&, LaneChoice)   what the scope and backend allow, last
 // where Ctx (the Communicator's) gives comm() (the scope's transport), hierarchy(by_nodes) (its levels,
-// hierarchy.hpp), ring() (RingParams), direct_max_bytes() and params<Params>() (this call's plan).
+// hierarchy.hpp), ring() (RingParams), direct() (DirectParams) and params<Params>() (this call's plan).
 //
 // Adding an algorithm: its file with its schedules and descriptor, and one entry in BuiltinAlgorithms
 // (CONTRIBUTING.md). A program can also run one of its own without changing paro:

@@ -108,8 +108,8 @@ class Communicator : public Verbs<Communicator<Transport, Registry>> {
         groups_(Groups::make(checked(topology_), config.group)),
         grouping_(config.group),
         cost_(algorithms::link_model_for(topology_, tuning_.cost_file, tuning_.links_preset),
-              algorithms::link_model_for(topology_, std::nullopt, tuning_.links_preset), tuning_.direct_max_bytes,
-              tuning_.ring.window),
+              algorithms::link_model_for(topology_, std::nullopt, tuning_.links_preset), tuning_.direct.max_bytes,
+              tuning_.ring.window, tuning_.direct.window_bytes),
         scopes_(t_, topology_, groups_, cost_.bound_links().nic, lane_choice(t_)),
         messages_(t_) {
     if (groups_.uneven())

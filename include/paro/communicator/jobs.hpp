@@ -106,7 +106,7 @@ struct ScheduleContext {
   // The scope's levels, or (by_nodes) the scope cut by its nodes alone (CostShape::node_cut).
   auto& hierarchy(bool by_nodes = false) { return self.scopes_.hierarchy(scope, comm(), by_nodes); }
   const algorithms::RingParams& ring() const { return self.tuning_.ring; }
-  std::size_t direct_max_bytes() const { return self.tuning_.direct_max_bytes; }
+  const algorithms::DirectParams& direct() const { return self.tuning_.direct; }
   // This call's plan, as the descriptor's Params.
   template <class Params>
   const Params& params() const {

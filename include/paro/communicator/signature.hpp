@@ -55,7 +55,8 @@ void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneCh
                  static_cast<std::int64_t>(tuning.ring.chunk_bytes),
                  static_cast<std::int64_t>(tuning.ring.window),
                  static_cast<std::int64_t>(lanes),
-                 static_cast<std::int64_t>(tuning.direct_max_bytes),
+                 static_cast<std::int64_t>(tuning.direct.max_bytes),
+                 static_cast<std::int64_t>(tuning.direct.window_bytes),
                  plan_hash(plan)};
   const std::int64_t my_plan = mine.values[F::plan];
   validation::check_agreement(t, mine, paro::name_of(s), [&name_of, &plan, my_plan](const F& f) {
@@ -77,7 +78,7 @@ void check_call_agreement(Transport& t, const Tuning& tuning, algorithms::LaneCh
         paro::name_of(static_cast<ReduceOp>(v[F::op])), " (PARO_RING_CHUNK=", v[F::ring_chunk],
         " PARO_RING_WINDOW=", v[F::ring_window],
         " lanes=", algorithms::name_of(static_cast<algorithms::LaneChoice>(v[F::lanes])),
-        " PARO_DIRECT_MAX=", v[F::direct_max], ")");
+        " PARO_DIRECT_MAX=", v[F::direct_max], " PARO_DIRECT_WINDOW=", v[F::direct_window], ")");
   });
 }
 

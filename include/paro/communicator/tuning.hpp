@@ -28,9 +28,9 @@ struct Tuning {
   // the backend allows) or overlapped on the caller's thread, whichever the cost model predicts faster; or
   // always the one named.
   algorithms::LaneChoice lanes = algorithms::LaneChoice::faster;
-  std::size_t direct_max_bytes =
-      algorithms::CostModel::default_direct_max_bytes;  // PARO_DIRECT_MAX: level blocks
-                                                        // up to this size are exchanged directly, not in a ring
+  // PARO_DIRECT_MAX: level blocks up to this size are exchanged directly, not in a ring; PARO_DIRECT_WINDOW:
+  // the bytes such an exchange keeps in flight (at least 16 exchanges).
+  algorithms::DirectParams direct;
   // PARO_CC_CHUNK, PARO_CC_TOGETHER, PARO_CC_DIRECT, PARO_CC_NODES_ONLY: aliases of paro_cc's pins
   // (PARO_ALGO's paro_cc(chunk=...,...)), applied whenever paro_cc runs, whichever way it was chosen.
   AlgorithmOverrides::Pins paro_cc_pins;
@@ -52,7 +52,8 @@ struct Tuning {
     detail::require(named != std::end(algorithms::all_lane_choices), "PARO_LANES=", lanes,
                     ": allowed values are auto, threads and inline");
     t.lanes = *named;
-    t.direct_max_bytes = env::bytes_or("PARO_DIRECT_MAX", t.direct_max_bytes);
+    t.direct.max_bytes = env::bytes_or("PARO_DIRECT_MAX", t.direct.max_bytes);
+    t.direct.window_bytes = env::bytes_or("PARO_DIRECT_WINDOW", t.direct.window_bytes);
     t.paro_cc_pins = algorithms::ParoCC::pins_from_env();
     t.check_signatures = env::integer_or("PARO_CHECK", 0, 0, 1) == 1;
     t.cost_file = env::get("PARO_COST_FILE");

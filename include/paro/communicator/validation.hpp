@@ -29,6 +29,7 @@ struct Signature {
     ring_window,
     lanes,
     direct_max,
+    direct_window,
     plan,  // a hash of the printed plan (registry.hpp's print): the algorithm's own choices
     fields
   };

@@ -193,6 +193,16 @@ struct Predicted {
 };
 using Prediction = Predicted<>;
 
+// Exchanges a direct exchange over n members keeps in flight (direct.hpp) when each carries
+// `exchange_bytes`: enough for `window_bytes` in flight, at least 16, at most n - 1. Small blocks go to
+// every member at once and pay one latency; large ones come a window at a time, each window's latency
+// small beside its transfer, so that paro_cc's unit can move one window while the next flies.
+inline int direct_window(int n, double exchange_bytes, double window_bytes) {
+  constexpr double fewest = 16;
+  const double wanted = exchange_bytes > 0 ? std::max(std::ceil(window_bytes / exchange_bytes), fewest) : n;
+  return static_cast<int>(std::max(1.0, std::min(wanted, n - 1.0)));
+}
+
 class CostModel {
  public:
   // Blocks up to this size are exchanged directly inside paro_cc's levels (PARO_DIRECT_MAX): about where
@@ -200,15 +210,20 @@ class CostModel {
   static constexpr std::size_t default_direct_max_bytes = std::size_t{256} << 10;
   // Receives a ring keeps posted (PARO_RING_WINDOW, ring.hpp).
   static constexpr std::size_t default_ring_window = 4;
+  // Bytes a direct exchange keeps in flight (PARO_DIRECT_WINDOW, direct_window): about ten times a
+  // latency's worth of bandwidth on NVLink/InfiniBand-class links, so a window's latency costs about 10%.
+  static constexpr std::size_t default_direct_window_bytes = std::size_t{1} << 20;
 
   CostModel() = default;
   // bound_links: the links the lower bound is computed on (the topology's own, where known).
   CostModel(LinkModel links, LinkModel bound_links, std::size_t direct_max_bytes = default_direct_max_bytes,
-            std::size_t ring_window = default_ring_window)
+            std::size_t ring_window = default_ring_window,
+            std::size_t direct_window_bytes = default_direct_window_bytes)
       : l_(std::move(links)),
         bound_(std::move(bound_links)),
         direct_max_(static_cast<double>(direct_max_bytes)),
-        ring_window_(static_cast<double>(std::max<std::size_t>(ring_window, 1))) {}
+        ring_window_(static_cast<double>(std::max<std::size_t>(ring_window, 1))),
+        direct_window_bytes_(static_cast<double>(direct_window_bytes)) {}
   const LinkModel& links() const { return l_; }
   const LinkModel& bound_links() const { return bound_; }
   // Blocks up to this many bytes are exchanged directly (PARO_DIRECT_MAX; 0: rings only).
@@ -402,13 +417,17 @@ class CostModel {
     double step() const { return burst == 1 ? latency + per : per; }
     double tail(int n) const { return burst == 1 ? 0 : latency * std::ceil((n - 1) / static_cast<double>(burst)); }
   };
-  static constexpr double direct_window = 16;  // exchanges in flight (direct.hpp)
-  // Windows of exchanges in flight that `exchanges` take, each paying one latency.
-  static double windows(int exchanges) { return std::ceil(std::max(exchanges, 0) / direct_window); }
+  // Exchanges in flight in a direct exchange over n members, `exchange_bytes` each (direct_window).
+  int direct_window(int n, double exchange_bytes) const {
+    return algorithms::direct_window(n, exchange_bytes, direct_window_bytes_);
+  }
+  // Windows of exchanges in flight that a direct exchange over n members takes, each paying one latency.
+  double windows(int n, double exchange_bytes) const {
+    return n <= 1 ? 0 : std::ceil((n - 1.0) / direct_window(n, exchange_bytes));
+  }
   // all_direct: every level exchanges directly (Prediction::direct), else blocks up to PARO_DIRECT_MAX.
   Arrivals arrivals(const Hop& h, double block, int n, bool all_direct = false) const {
-    if (all_direct || block <= direct_max_)
-      return {h.alpha, block * h.beta, static_cast<int>(std::clamp(n - 1.0, 1.0, direct_window)), false};
+    if (all_direct || block <= direct_max_) return {h.alpha, block * h.beta, direct_window(n, block), false};
     return {h.alpha, block * h.beta, 1, true};
   }
   // A flat level (direct or ring) of n members with full buffer N.
@@ -421,20 +440,21 @@ class CostModel {
 
   // direct_all_reduce (direct.hpp) of `bytes` over n members: every buffer to every member, one round.
   double direct_all_reduce(int n, double bytes, const Hop& h) const {
-    return n <= 1 ? 0 : h.alpha * windows(n - 1) + (n - 1) * (bytes * h.beta + reduce_us(bytes));
+    return n <= 1 ? 0 : h.alpha * windows(n, bytes) + (n - 1) * (bytes * h.beta + reduce_us(bytes));
   }
 
   // One direct exchange over n members (direct.hpp) carrying `lists` blocks of `block` bytes per peer: one
   // latency per window of exchanges in flight.
   double direct(Collective c, int n, double lists, double block, const Hop& h) const {
     const double reduce = c == Collective::reduce_scatter ? lists * reduce_us(block) : 0;
-    return h.alpha * windows(n - 1) + (n - 1) * (lists * block * h.beta + reduce);
+    return h.alpha * windows(n, lists * block) + (n - 1) * (lists * block * h.beta + reduce);
   }
 
  private:
   LinkModel l_, bound_;
   double direct_max_ = static_cast<double>(default_direct_max_bytes);
   double ring_window_ = static_cast<double>(default_ring_window);
+  double direct_window_bytes_ = static_cast<double>(default_direct_window_bytes);
 };
 
 }  // namespace paro::algorithms

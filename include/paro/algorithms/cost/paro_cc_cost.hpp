@@ -295,10 +295,12 @@ class ParoCcCost {
     const double nic_beta = m_.hop(true, s.nic_flows).beta;
     std::vector<Level> levels(depth + 1);
     levels[0].items.assign(static_cast<std::size_t>(pieces), 1.0);
+    const double b = block / pieces;
     for (std::size_t x = 0; x < depth; ++x) {
       Level& l = levels[x];
       l.g = s.units[x];
-      l.w = static_cast<int>(std::min(CostModel::direct_window, l.g - 1.0));
+      // One window for all the level's items, as the schedule sizes it: by its largest exchange.
+      l.w = m_.direct_window(l.g, *std::max_element(l.items.begin(), l.items.end()) * b);
       l.windows = (l.g - 2) / l.w + 1;
       l.hop = m_.rail_hop(s, x);
       l.nic_beta = s.rail_inter[x] ? nic_beta : 0;
@@ -306,7 +308,6 @@ class ParoCcCost {
         for (int j = 0; j < l.windows; ++j)
           levels[x + 1].items.push_back(lists * (l.exchanges(j) + (gather ? j == 0 : j + 1 == l.windows)));
     }
-    const double b = block / pieces;
     double now = 0;       // the caller's clock
     double nic_free = 0;  // when my NIC has carried what was posted so far
     // A flight through my NIC lands no sooner than the NIC has carried it after the flights posted before
