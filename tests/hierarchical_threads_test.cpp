@@ -211,6 +211,28 @@ TEST(HierarchicalOneRound, ParoCcAllReduceExact) {
   unsetenv("PARO_LANES");
 }
 
+// Hierarchies built ahead (Communicator::build_hierarchies, as paro-bench does before timing) are the ones
+// later calls use: every hierarchical algorithm, both cuts (pods: by levels or by nodes alone), every scope
+// (the intra and inter scopes of groups by switch), exact afterwards; building twice changes nothing.
+TEST(HierarchiesBuiltAhead, LaterCallsAreExact) {
+  for (const char* emulate : {"pods=2,switches=2,nodes=2,ranks=2", "nodes=3,ranks=2:3:1"}) {
+    auto failures = paro::testing::on_cluster(emulate, "switch", [](auto& comm) {
+      comm.build_hierarchies();
+      comm.build_hierarchies();
+      std::vector<std::string> f;
+      for (Collective coll : all_collectives)
+        for (Algorithm a : hierarchical_for(coll))
+          for (paro::Scope scope : paro::all_scopes) {
+            auto msg =
+                paro::testing::run_case(comm, {coll, a, paro::DataType::f32, paro::ReduceOp::sum, 37, false, scope});
+            if (!msg.empty()) f.push_back(msg);
+          }
+      return f;
+    });
+    EXPECT_TRUE(failures.empty()) << emulate << "\n" << paro::testing::first_lines(failures);
+  }
+}
+
 // Inline lanes together over rails of more units than direct exchanges in flight (16 with
 // PARO_DIRECT_WINDOW=0; small blocks otherwise go to every unit at once): my unit moves the units' shards
 // in batches of a window while the rail's next window flies (paro_cc.hpp, rail_batches); 18 units: two
