@@ -363,6 +363,13 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
 // window and my own, every other one window; each unit once, in the order the rail's hooks come.
 TEST(Predictions, RailBatchesFollowTheWindowsOfTheDirectExchange) {
   using paro::algorithms::hierarchical_detail::rail_batches;
+  // A window that holds the rail is one batch; over several windows a batch is half of one.
+  using paro::algorithms::rail_batch;
+  EXPECT_EQ(rail_batch(16, 15), 15);
+  EXPECT_EQ(rail_batch(16, 16), 16);
+  EXPECT_EQ(rail_batch(128, 16), 8);
+  EXPECT_EQ(rail_batch(40, 17), 9);
+  EXPECT_EQ(rail_batch(2, 0), 1);
   EXPECT_EQ(rail_batches(2, 1, true, 16), (std::vector<std::vector<int>>{{1, 0}}));
   EXPECT_EQ(rail_batches(2, 1, false, 16), (std::vector<std::vector<int>>{{0, 1}}));
   for (int w : {3, 16})
@@ -405,10 +412,12 @@ TEST(Predictions, DirectWindowCarriesItsBytesInFlight) {
   EXPECT_DOUBLE_EQ(model.direct(Collective::all_gather, 128, 1, MiB, h), 8 * 5 + 127 * MiB * 1e-5);
 }
 
-// Over more units than one window, the unit moves a batch while the rail's next window flies: where the
-// unit is the faster, the all-gather takes the rail's windows and then the last batch's exchange below,
-// the reduce-scatter the first batch and then the rail; at most one window, the rail and then all shards.
-// Windows of 16 (PARO_DIRECT_WINDOW=0): with the default, 4 KiB blocks go to all 39 units at once.
+// Over more units than one window, the unit moves half-window batches while the next ones fly, two in
+// flight, so the rail's bytes follow each other through the NIC: where the unit is the faster, the
+// all-gather takes two latencies (its first two batches land together, the third leaves then), the rail's
+// bytes and the last batch's exchange below; the reduce-scatter the first batch, then one latency and the
+// rail's bytes. At most one window: the rail and then all shards. Windows of 16 (PARO_DIRECT_WINDOW=0):
+// with the default, 4 KiB blocks go to all 39 units at once.
 TEST(Predictions, TogetherOverSeveralWindowsOverlapsTheUnitWithTheRail) {
   const CostModel model(per_rank_nic(1, 20), per_rank_nic(1, 20), CostModel::default_direct_max_bytes,
                         CostModel::default_ring_window, 0);
@@ -417,12 +426,12 @@ TEST(Predictions, TogetherOverSeveralWindowsOverlapsTheUnitWithTheRail) {
     const CostShape s = inline_pairs(g);
     const CostModel::Hop rail = model.rail_hop(s, 0), node = model.leaf_hop(s);
     for (Collective c : {Collective::all_gather, Collective::reduce_scatter}) {
-      auto rail_alone = model.direct(c, g, 1, block, rail);
+      const double rail_bytes = (g - 1) * block * rail.beta;
       auto unit = [&](int shards) { return model.direct(c, 2, shards, block, node); };
-      ASSERT_LT(unit(17), model.direct(c, 8, 1, block, rail)) << "the unit is faster than a window";
-      const double want = g == 17                       ? rail_alone + unit(17)
-                          : c == Collective::all_gather ? rail_alone + unit(g - 1 - 32)
-                                                        : unit(16) + rail_alone;
+      ASSERT_LT(unit(9) + rail.alpha, model.direct(c, 9, 1, block, rail)) << "the unit is faster than a batch";
+      const double want = g == 17                       ? model.direct(c, g, 1, block, rail) + unit(17)
+                          : c == Collective::all_gather ? 2 * rail.alpha + rail_bytes + unit(g - 1 - 32)
+                                                        : unit(8) + rail.alpha + rail_bytes;
       EXPECT_NEAR(ParoCcCost(model).together(c, s, block), want, 1e-9 * want) << paro::name_of(c) << " " << g;
       const CostModel wide(per_rank_nic(1, 20), per_rank_nic(1, 20));
       const double one_window = wide.direct(c, g, 1, block, rail) + wide.direct(c, 2, g, block, node);

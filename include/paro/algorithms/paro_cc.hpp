@@ -89,29 +89,31 @@ inline bool runs_together(const HierarchicalParams& p) { return p.overlap && !p.
 
 // The batches of gather_together / scatter_together over a rail of g units: unit numbers, in the order the
 // rail's hooks come. The all-gather's start with my own unit's shard (mine, mine-1, ...), its first batch
-// my own and the rail's first window of `window` exchanges in flight (direct.hpp); the reduce-scatter's
-// end with it (mine-1, mine-2, ..., mine), its last batch the rail's last window and my own; every other
-// batch one window. A rail of at most one window is one batch. ParoCcCost::together prices them.
-inline std::vector<std::vector<int>> rail_batches(int g, int mine, bool own_first, int window) {
-  window = std::clamp(window, 1, std::max(g - 1, 1));
+// my own and the rail's first `batch` exchanges (direct.hpp); the reduce-scatter's end with it (mine-1,
+// mine-2, ..., mine), its last batch the rail's last exchanges and my own; every other batch `batch`
+// exchanges (rail_batch: a window, or half of one where the rail takes several). A rail of at most one
+// batch is one. ParoCcCost::together prices them.
+inline std::vector<std::vector<int>> rail_batches(int g, int mine, bool own_first, int batch) {
+  batch = std::clamp(batch, 1, std::max(g - 1, 1));
   std::vector<std::vector<int>> batches(1);
   for (int k = 1; k <= g; ++k) {  // the k-th hook
     batches.back().push_back(before(mine, own_first ? k - 1 : k % g, g));
     const int exchanges = own_first ? k - 1 : k;  // of the rail's, among the first k hooks
-    if (k < g && exchanges > 0 && exchanges % window == 0 && (own_first || k < g - 1)) batches.emplace_back();
+    if (k < g && exchanges > 0 && exchanges % batch == 0 && (own_first || k < g - 1)) batches.emplace_back();
   }
   return batches;
 }
 
 // Inline lanes, every level direct (direct.hpp): gather_together and scatter_together below. The work is
 // cut into items, level by level: the top level's items are the pieces of the blocks; a level's rail
-// delivers an item's units' shards a window of exchanges at a time, and my unit moves them in batches of
-// a window (rail_batches), each batch one item of the level below, which carries every list of every
-// shard of the batch in one exchange. An item's last batch waits for the level's next item: the
-// all-gather moves it while that item's first window flies, the reduce-scatter makes the next item's first
-// batch while this item's last window flies. So with several pieces every level's links work at once:
-// the top's rail on piece k, the level below on piece k-1, and so on down. ParoCcCost::together plays the
-// same items out.
+// delivers an item's units' shards, a window of exchanges in flight, and my unit moves them in batches
+// (rail_batches: a window, or half of one where the rail takes several), each batch one item of the level
+// below, which carries every list of every shard of the batch in one exchange. Over several windows two
+// batches fly while my unit moves the one before, so the rail's latencies overlap its transfers. An
+// item's last batch waits for the level's next item: the all-gather moves it while that item's first
+// batches fly, the reduce-scatter makes the next item's first batch while this item's last ones fly. So
+// with several pieces every level's links work at once: the top's rail on piece k, the level below on
+// piece k-1, and so on down. ParoCcCost::together plays the same items out.
 struct TogetherItem {
   std::vector<BlockList> lists;   // one per shard, over the level's members
   std::vector<BlockList> rails;   // the rail's blocks: all-gather in the buffer, reduce-scatter in the scratch
@@ -161,7 +163,8 @@ std::vector<TogetherLevel<T>> together_levels(Hierarchy<T>& h, std::vector<Toget
         item.rails.push_back(std::move(rail));
       }
     levels[x].window = level_window(levels[x], dt, direct);
-    levels[x].batches = rail_batches(level.unit_count(), level.my_unit, /*own_first=*/!reduce, levels[x].window);
+    levels[x].batches = rail_batches(level.unit_count(), level.my_unit, /*own_first=*/!reduce,
+                                     rail_batch(level.unit_count(), levels[x].window));
     TogetherLevel<T> below{level.unit.get(), {}, {}};
     for (const TogetherItem& item : levels[x].items)
       for (const std::vector<int>& batch : levels[x].batches) {

@@ -203,6 +203,16 @@ inline int direct_window(int n, double exchange_bytes, double window_bytes) {
   return static_cast<int>(std::max(1.0, std::min(wanted, n - 1.0)));
 }
 
+// Exchanges per batch of paro_cc's together schedule (paro_cc.hpp, rail_batches) over a rail of g units
+// whose direct exchange keeps `window` in flight: the whole window where it holds the rail, else half of
+// it. Exchanges posted at once share the NIC and land together; with half-window batches my unit's
+// exchange of one batch runs while the next flies, and its replacements leave a batch apart, so two
+// batches are always in flight and the next one's latency hides behind the one before's transfer.
+inline int rail_batch(int g, int window) {
+  window = std::max(window, 1);
+  return window >= g - 1 ? window : (window + 1) / 2;
+}
+
 class CostModel {
  public:
   // Blocks up to this size are exchanged directly inside paro_cc's levels (PARO_DIRECT_MAX): about where

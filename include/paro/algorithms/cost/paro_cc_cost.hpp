@@ -274,23 +274,24 @@ class ParoCcCost {
   // Inline lanes, every level direct (paro_cc.hpp, gather_together / scatter_together), whatever the
   // block size, the blocks cut into `pieces`: the schedule's items played out on the caller's clock. The
   // top level's items are the pieces; each level's rail moves an item's `lists` blocks per exchange, a
-  // window of exchanges at a time, and my unit moves the units' shards in batches of a window, each batch
-  // an item of the level below (lists x shards blocks per exchange). The all-gather's unit moves a batch
-  // once its window has landed (the first with my own shard), the next window flying meanwhile, and an
-  // item's last batch while the level's next item's first window flies; the reduce-scatter's makes each
-  // level's first item's first batch before the level above starts, each next batch while the window
-  // before flies, and the next item's first batch while an item's last window flies. A window is posted
-  // once the one before has landed and my unit is done with the batch before.
+  // window of exchanges in flight, and my unit moves the units' shards in batches (rail_batch: a window,
+  // or half of one where the rail takes several, so that two batches fly at once), each batch an item of
+  // the level below (lists x shards blocks per exchange). The all-gather's unit moves a batch once it has
+  // landed (the first with my own shard), the next flying meanwhile, and an item's last batch while the
+  // level's next item's first flies; the reduce-scatter's makes each level's first item's first batch
+  // before the level above starts, each next batch while the ones before fly, and the next item's first
+  // batch while an item's last ones fly. A batch is posted once it is made and the batch a window before
+  // it has landed; batches in flight together share my NIC (`lands`).
   double together(Collective c, const CostShape& s, double block, double pieces = 1) const {
     const std::size_t depth = s.units.size();
     const bool gather = c == Collective::all_gather;
     struct Level {
-      int g, w, windows;
+      int g, batch, batches, in_flight;
       Hop hop;
       double nic_beta;            // per byte through my NIC; 0: the level's messages stay in the node
       std::vector<double> items;  // lists per exchange, per item in the order they run
       std::size_t next = 0, ready = 0;
-      int exchanges(int j) const { return j + 1 < windows ? w : g - 1 - (windows - 1) * w; }
+      int exchanges(int j) const { return j + 1 < batches ? batch : g - 1 - (batches - 1) * batch; }
     };
     const double nic_beta = m_.hop(true, s.nic_flows).beta;
     std::vector<Level> levels(depth + 1);
@@ -300,22 +301,25 @@ class ParoCcCost {
       Level& l = levels[x];
       l.g = s.units[x];
       // One window for all the level's items, as the schedule sizes it: by its largest exchange.
-      l.w = m_.direct_window(l.g, *std::max_element(l.items.begin(), l.items.end()) * b);
-      l.windows = (l.g - 2) / l.w + 1;
+      const int w = m_.direct_window(l.g, *std::max_element(l.items.begin(), l.items.end()) * b);
+      l.batch = rail_batch(l.g, w);
+      l.batches = (l.g - 2) / l.batch + 1;
+      l.in_flight = l.batch < w ? 2 : 1;  // half-window batches: two in flight
       l.hop = m_.rail_hop(s, x);
       l.nic_beta = s.rail_inter[x] ? nic_beta : 0;
       for (double lists : l.items)
-        for (int j = 0; j < l.windows; ++j)
-          levels[x + 1].items.push_back(lists * (l.exchanges(j) + (gather ? j == 0 : j + 1 == l.windows)));
+        for (int j = 0; j < l.batches; ++j)
+          levels[x + 1].items.push_back(lists * (l.exchanges(j) + (gather ? j == 0 : j + 1 == l.batches)));
     }
     double now = 0;       // the caller's clock
     double nic_free = 0;  // when my NIC has carried what was posted so far
     // A flight through my NIC lands no sooner than the NIC has carried it after the flights posted before
-    // it: levels whose flights overlap share its bandwidth (a pod uplink's share limits only the top's).
-    auto lands = [&](double posted, double flight, double nic_us) {
+    // it, and its last byte has crossed the link's latency: levels whose flights overlap, and a level's
+    // batches in flight together, share its bandwidth (a pod uplink's share limits only the top's).
+    auto lands = [&](double posted, double flight, double nic_us, double latency) {
       if (nic_us <= 0) return posted + flight;
       nic_free = std::max(nic_free, posted) + nic_us;
-      return std::max(posted + flight, nic_free);
+      return std::max(posted + flight, nic_free + latency);
     };
     auto run = [&](auto& self, std::size_t x) -> void {
       Level& l = levels[x];
@@ -323,32 +327,42 @@ class ParoCcCost {
       if (x == depth) {
         const int n = s.leaf();
         if (n > 1)
-          now =
-              lands(now, m_.direct(c, n, lists, b, m_.leaf_hop(s)), s.leaf_inter ? (n - 1) * lists * b * nic_beta : 0);
+          now = lands(now, m_.direct(c, n, lists, b, m_.leaf_hop(s)), s.leaf_inter ? (n - 1) * lists * b * nic_beta : 0,
+                      m_.leaf_hop(s).alpha);
         return;
       }
       Level& below = levels[x + 1];
       auto post = [&](int j, double at) {
-        return lands(at, m_.direct(c, l.exchanges(j) + 1, lists, b, l.hop), l.exchanges(j) * lists * b * l.nic_beta);
+        return lands(at, m_.direct(c, l.exchanges(j) + 1, lists, b, l.hop), l.exchanges(j) * lists * b * l.nic_beta,
+                     l.hop.alpha);
       };
-      double landed = post(0, now);
-      if (gather && below.next < below.ready) self(self, x + 1);  // the item before's last batch
-      for (int j = 0; j < l.windows; ++j) {
-        const bool last_window = j + 1 == l.windows;
-        if (gather) {
-          now = std::max(now, landed);
+      std::vector<double> landed(static_cast<std::size_t>(l.batches));
+      auto landed_at = [&](int j) -> double& { return landed[static_cast<std::size_t>(j)]; };
+      if (gather) {
+        // The first batches leave together, share my NIC and land together.
+        const int first = std::min(l.in_flight, l.batches);
+        int exchanges = 0;
+        for (int j = 0; j < first; ++j) exchanges += l.exchanges(j);
+        const double together_landed =
+            lands(now, m_.direct(c, exchanges + 1, lists, b, l.hop), exchanges * lists * b * l.nic_beta, l.hop.alpha);
+        for (int j = 0; j < first; ++j) landed_at(j) = together_landed;
+        if (below.next < below.ready) self(self, x + 1);  // the item before's last batch
+        for (int j = 0; j < l.batches; ++j) {
+          now = std::max(now, landed_at(j));
           ++below.ready;
-          if (last_window) break;
-          landed = post(j + 1, now);
+          if (j + 1 == l.batches) break;
+          if (j + l.in_flight < l.batches) landed_at(j + l.in_flight) = post(j + l.in_flight, now);
           self(self, x + 1);
-        } else if (!last_window) {
-          self(self, x + 1);
-          now = std::max(landed, now);
-          landed = post(j + 1, now);
-        } else {
-          if (below.next < below.items.size()) self(self, x + 1);  // the next item's first batch
-          now = std::max(now, landed);
         }
+      } else {
+        landed_at(0) = post(0, now);
+        for (int j = 1; j < l.batches; ++j) {
+          self(self, x + 1);  // make batch j
+          if (j >= l.in_flight) now = std::max(now, landed_at(j - l.in_flight));
+          landed_at(j) = post(j, now);
+        }
+        if (below.next < below.items.size()) self(self, x + 1);  // the next item's first batch
+        now = std::max(now, *std::max_element(landed.begin(), landed.end()));
       }
     };
     if (gather) {
