@@ -359,8 +359,8 @@ TEST(Predictions, InlineLanesGoTogetherWherePredictedFaster) {
 }
 
 // Inline lanes together over a rail of more units than direct exchanges in flight: the all-gather's first
-// batch is my own unit's shard and the rail's first window, the reduce-scatter's last the rail's last
-// window and my own, every other one window; each unit once, in the order the rail's hooks come.
+// batch is my own unit's shard and the rail's first `batch` exchanges, the reduce-scatter's last the rail's
+// last ones and my own, every other one `batch`; each unit once, in the order the rail's hooks come.
 TEST(Predictions, RailBatchesFollowTheWindowsOfTheDirectExchange) {
   using paro::algorithms::hierarchical_detail::rail_batches;
   // A window that holds the rail is one batch; over several windows a batch is half of one.

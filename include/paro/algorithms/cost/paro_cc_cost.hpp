@@ -326,40 +326,38 @@ class ParoCcCost {
       const double lists = l.items[l.next++];
       if (x == depth) {
         const int n = s.leaf();
+        const Hop leaf = m_.leaf_hop(s);
         if (n > 1)
-          now = lands(now, m_.direct(c, n, lists, b, m_.leaf_hop(s)), s.leaf_inter ? (n - 1) * lists * b * nic_beta : 0,
-                      m_.leaf_hop(s).alpha);
+          now = lands(now, m_.direct(c, n, lists, b, leaf), s.leaf_inter ? (n - 1) * lists * b * nic_beta : 0,
+                      leaf.alpha);
         return;
       }
       Level& below = levels[x + 1];
-      auto post = [&](int j, double at) {
-        return lands(at, m_.direct(c, l.exchanges(j) + 1, lists, b, l.hop), l.exchanges(j) * lists * b * l.nic_beta,
-                     l.hop.alpha);
+      // Batches [from, to) posted at `at`, in one flight: they share my NIC and land together.
+      auto post = [&](int from, int to, double at) {
+        int exchanges = 0;
+        for (int j = from; j < to; ++j) exchanges += l.exchanges(j);
+        return lands(at, m_.direct(c, exchanges + 1, lists, b, l.hop), exchanges * lists * b * l.nic_beta, l.hop.alpha);
       };
       std::vector<double> landed(static_cast<std::size_t>(l.batches));
       auto landed_at = [&](int j) -> double& { return landed[static_cast<std::size_t>(j)]; };
       if (gather) {
-        // The first batches leave together, share my NIC and land together.
-        const int first = std::min(l.in_flight, l.batches);
-        int exchanges = 0;
-        for (int j = 0; j < first; ++j) exchanges += l.exchanges(j);
-        const double together_landed =
-            lands(now, m_.direct(c, exchanges + 1, lists, b, l.hop), exchanges * lists * b * l.nic_beta, l.hop.alpha);
-        for (int j = 0; j < first; ++j) landed_at(j) = together_landed;
+        const int first = std::min(l.in_flight, l.batches);  // leave together
+        std::fill(landed.begin(), landed.begin() + first, post(0, first, now));
         if (below.next < below.ready) self(self, x + 1);  // the item before's last batch
         for (int j = 0; j < l.batches; ++j) {
           now = std::max(now, landed_at(j));
           ++below.ready;
           if (j + 1 == l.batches) break;
-          if (j + l.in_flight < l.batches) landed_at(j + l.in_flight) = post(j + l.in_flight, now);
+          if (j + l.in_flight < l.batches) landed_at(j + l.in_flight) = post(j + l.in_flight, j + l.in_flight + 1, now);
           self(self, x + 1);
         }
       } else {
-        landed_at(0) = post(0, now);
+        landed_at(0) = post(0, 1, now);
         for (int j = 1; j < l.batches; ++j) {
           self(self, x + 1);  // make batch j
           if (j >= l.in_flight) now = std::max(now, landed_at(j - l.in_flight));
-          landed_at(j) = post(j, now);
+          landed_at(j) = post(j, j + 1, now);
         }
         if (below.next < below.items.size()) self(self, x + 1);  // the next item's first batch
         now = std::max(now, *std::max_element(landed.begin(), landed.end()));
